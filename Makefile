@@ -1,0 +1,67 @@
+# rlinf-robot: two commands for users (`make demo`, `make test`), the rest for developers.
+# Setup is stamp-driven and idempotent: a second run does nothing and takes seconds.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+FSIM_VENV := .venv-franka-sim
+PY := $(VENV)/bin/python
+STAMPS := build/stamps
+FR3_WRAPPER := build/fr3/fr3_wrapper.xml
+ROS_SRC := $(shell find ros_ws/src -type f -not -path '*/__pycache__/*' 2>/dev/null)
+# Debian packages: OSMesa for CPU rendering of MuJoCo camera observations.
+APT_PACKAGES := libosmesa6
+
+export MUJOCO_GL ?= osmesa
+export PYOPENGL_PLATFORM ?= osmesa
+export RAY_AUTH_MODE ?= disabled
+
+.PHONY: setup demo test test-fast bench lint clean help
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make demo   - set up, then run the main job on the embedded default"
+	@echo "make test   - set up, then run the whole test suite"
+	@echo "make setup  - create .venv, .venv-franka-sim, the FR3 MJCF wrapper, build ros_ws"
+	@echo "make bench  - run every benchmark in benchmarks/ (each ends with a RESULT line)"
+	@echo "make lint   - ruff"
+
+setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/franka-sim $(FR3_WRAPPER) $(STAMPS)/ros_ws
+
+$(STAMPS)/apt:
+	@bash tools/ensure_apt.sh $(APT_PACKAGES)
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/venv: pyproject.toml tools/install_venv.sh
+	@bash tools/install_venv.sh $(PYTHON) $(VENV)
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/franka-sim: tools/install_franka_sim.sh
+	@bash tools/install_franka_sim.sh $(PYTHON) $(FSIM_VENV)
+	@mkdir -p $(STAMPS) && touch $@
+
+$(FR3_WRAPPER): $(STAMPS)/venv $(STAMPS)/franka-sim
+	@$(PY) -c "from rlinf_robot.paths import write_fr3_wrapper; print('FR3 MJCF wrapper:', write_fr3_wrapper())"
+	@touch $@
+
+# colcon build of the ROS 2 workspace (only once the package exists).
+$(STAMPS)/ros_ws: $(STAMPS)/venv $(ROS_SRC)
+	@if [ -d ros_ws/src ]; then bash tools/build_ros_ws.sh $(VENV); fi
+	@mkdir -p $(STAMPS) && touch $@
+
+demo: setup
+	@$(VENV)/bin/rlinf-robot demo
+
+test: setup
+	@bash tools/run_tests.sh $(PY)
+
+test-fast: setup
+	@bash tools/run_tests.sh $(PY) -m "not slow"
+
+bench: setup
+	@set -e; for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
+
+lint: $(STAMPS)/venv
+	@$(VENV)/bin/ruff check rlinf_robot sim policies calibration tests benchmarks ros_ws/src
+
+clean:
+	rm -rf build ros_ws/build ros_ws/install ros_ws/log

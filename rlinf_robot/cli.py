@@ -1,0 +1,47 @@
+"""``rlinf-robot`` command line: one subcommand per module in ``rlinf_robot/commands``.
+
+Subcommands are looked up in a registry (name -> module path) and imported only when used, so
+``rlinf-robot robot up`` on a robot PC never imports torch or Ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+#: name -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``, plus ``HELP``.
+COMMANDS: dict[str, str] = {
+    "demo": "rlinf_robot.commands.demo",
+    "doctor": "rlinf_robot.commands.doctor",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlinf-robot", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_path in COMMANDS.items():
+        module = importlib.import_module(module_path)
+        p = sub.add_parser(name, help=module.HELP, description=module.__doc__)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

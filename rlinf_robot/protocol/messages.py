@@ -1,0 +1,160 @@
+"""Message schemas of protocol version 1.
+
+Every message is a msgspec Struct tagged by ``type`` and carries ``v`` (the protocol version).
+Array fields hold numpy arrays in Python; on the wire they are ``ArrayRef`` headers pointing at raw
+frames (see codec.py). ``__post_init__`` checks the structure (shapes, dtypes, names) so a bad
+message fails at decode time with the field named; whether the *values* are safe to execute is the
+safety layer's job, not the protocol's.
+
+Time stamps are integer nanoseconds. ``stamp_ns`` and ``first_action_time_ns`` are on the robot's
+monotonic clock (the learner echoes what it saw in an Observation); ``hops`` maps a hop name to the
+wall-clock (``time.time_ns``) instant the message passed it, for latency accounting.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+import numpy as np
+
+PROTOCOL_VERSION = 1
+
+#: How an action chunk's columns are meant (shared with the franka node and the sim envs).
+CONTROL_MODES = ("joint_position", "joint_delta", "ee_target", "ee_delta")
+#: Base action width per mode, without the optional trailing gripper column.
+CONTROL_MODE_WIDTH = {"joint_position": 7, "joint_delta": 7, "ee_target": 7, "ee_delta": 6}
+COMMAND_NAMES = (
+    "reset",  # clear the e-stop latch and fault latch (explicit operator action)
+    "recover",  # recover from a reflex error
+    "stop",  # latching e-stop
+    "home",  # move to the home pose
+    "acquire_lease",  # ask for the single control lease
+    "release_lease",
+    "subscribe",  # start receiving observations
+    "unsubscribe",
+    "status",  # ask for a Status reply
+)
+STATUS_STATES = ("IDLE", "ACTIVE", "HOLD", "LINK_LOST", "ESTOP", "REFLEX", "RECOVERING", "LATCHED")
+
+Scalar = Union[bool, int, float, str]
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise ValueError(message)
+
+
+def _float_vector(name: str, a: np.ndarray, length: int | None = None) -> None:
+    _require(isinstance(a, np.ndarray), f"{name} must be an array")
+    _require(a.ndim == 1, f"{name} must be 1-D, got shape {a.shape}")
+    _require(a.dtype.kind == "f", f"{name} must be float, got {a.dtype}")
+    if length is not None:
+        _require(a.shape[0] == length, f"{name} must have {length} entries, got {a.shape[0]}")
+
+
+class _Base(msgspec.Struct, kw_only=True, tag_field="type"):
+    v: int = PROTOCOL_VERSION
+
+
+class Observation(_Base, kw_only=True, tag="observation"):
+    """Robot state and camera frames at one instant of the robot clock."""
+
+    seq: int
+    stamp_ns: int
+    joint_pos: np.ndarray
+    joint_vel: np.ndarray
+    ee_pose: np.ndarray  # [7]: x, y, z (m, base frame), qw, qx, qy, qz
+    gripper_width: float = 0.0
+    images: dict[str, np.ndarray] = {}
+    instruction: str = ""
+    stale: list[str] = []  # sensors whose latest sample was older than its max age
+    hops: dict[str, int] = {}
+
+    def __post_init__(self):
+        _float_vector("joint_pos", self.joint_pos)
+        _float_vector("joint_vel", self.joint_vel, self.joint_pos.shape[0])
+        _float_vector("ee_pose", self.ee_pose, 7)
+        for cam, img in self.images.items():
+            _require(isinstance(img, np.ndarray), f"images[{cam}] must be an array")
+            _require(
+                img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] in (1, 3, 4),
+                f"images[{cam}] must be uint8 [H, W, C], got {img.dtype} {img.shape}",
+            )
+
+
+class ActionChunk(_Base, kw_only=True, tag="action_chunk"):
+    """H actions to execute at ``rate_hz``, the first at ``first_action_time_ns``.
+
+    ``actions[h]`` has the mode's base width plus one trailing gripper-width column when ``gripper``
+    is true. ``obs_seq`` is the observation it was computed from, which lets the server skip the steps
+    that already elapsed when a chunk replaces the previous one.
+    """
+
+    seq: int
+    obs_seq: int
+    policy_version: int = 0
+    control_mode: str
+    rate_hz: float
+    actions: np.ndarray
+    gripper: bool = False
+    first_action_time_ns: int = 0
+    hops: dict[str, int] = {}
+
+    def __post_init__(self):
+        _require(self.control_mode in CONTROL_MODES, f"control_mode must be one of {CONTROL_MODES}")
+        _require(0.0 < self.rate_hz <= 2000.0, "rate_hz must be in (0, 2000]")
+        a = self.actions
+        _require(isinstance(a, np.ndarray), "actions must be an array")
+        _require(a.ndim == 2 and a.shape[0] >= 1, f"actions must be [H>=1, D], got {a.shape}")
+        _require(a.dtype in (np.float32, np.float64), f"actions must be float32/64, got {a.dtype}")
+        width = CONTROL_MODE_WIDTH[self.control_mode] + int(self.gripper)
+        _require(a.shape[1] == width, f"actions must have {width} columns for {self.control_mode}")
+
+    @property
+    def horizon(self) -> int:
+        return int(self.actions.shape[0])
+
+
+class Heartbeat(_Base, kw_only=True, tag="heartbeat"):
+    seq: int
+    stamp_ns: int
+    sender: str = ""
+
+
+class Command(_Base, kw_only=True, tag="command"):
+    seq: int
+    name: str
+    args: dict[str, Scalar] = {}
+
+    def __post_init__(self):
+        _require(self.name in COMMAND_NAMES, f"name must be one of {COMMAND_NAMES}")
+
+
+class Status(_Base, kw_only=True, tag="status"):
+    """The server's state, lease holder, decision counters and latency percentiles (ms)."""
+
+    seq: int
+    stamp_ns: int
+    state: str
+    lease_holder: str = ""
+    counters: dict[str, int] = {}
+    latency_ms: dict[str, dict[str, float]] = {}
+    message: str = ""
+    ref_seq: int = -1  # seq of the Command this answers, -1 when unsolicited
+
+    def __post_init__(self):
+        _require(self.state in STATUS_STATES, f"state must be one of {STATUS_STATES}")
+
+
+class Error(_Base, kw_only=True, tag="error"):
+    """Why a request was refused. ``field`` names the offending header field when known."""
+
+    code: str
+    message: str
+    field: str = ""
+    ref_seq: int = -1
+
+
+Message = Union[Observation, ActionChunk, Heartbeat, Command, Status, Error]
+MESSAGE_TYPES = (Observation, ActionChunk, Heartbeat, Command, Status, Error)

@@ -1,0 +1,193 @@
+"""Start and stop a franka-sim server (the MuJoCo FR3 speaking the real libfranka protocol).
+
+Used by ``make demo``, ``rlinf-robot robot up --sim`` and the integration tests. libfranka always
+connects to TCP port 1337, so only one server can run on a host at a time: a process-wide file lock
+serialises users (parallel test sessions wait their turn instead of fighting over the port).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlinf_robot.paths import fr3_mjcf_wrapper, franka_sim_venv
+
+log = logging.getLogger(__name__)
+
+FCI_PORT = 1337
+GRIPPER_PORT = 1338
+LOCK_PATH = Path(tempfile.gettempdir()) / "rlinf-robot-franka-sim.lock"
+
+
+class FrankaSimError(RuntimeError):
+    """franka-sim could not be started (not installed, port busy, or it never became ready)."""
+
+
+@dataclass
+class FrankaSimServer:
+    """A franka-sim subprocess. Use as a context manager, or call ``start()`` / ``stop()``.
+
+    ``extra_args`` go to ``run-franka-sim-server`` (e.g. ``["--enforce-motion-limits"]``);
+    ``env`` adds environment variables (e.g. ``{"FR3_JOINT_DAMPING": "30"}``); ``mjcf`` replaces
+    the FR3 wrapper (a deliberately different model for system identification tests).
+    """
+
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    gripper: bool = True
+    mjcf: Path | None = None
+    lock_timeout_s: float = 600.0
+    ready_timeout_s: float = 20.0
+    log_path: Path | None = None
+    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _lock_fd: int | None = field(default=None, init=False, repr=False)
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    def command(self) -> list[str]:
+        exe = franka_sim_venv() / "bin" / "run-franka-sim-server"
+        if not exe.exists():
+            raise FrankaSimError(f"{exe} not found: run `make setup` to create the franka-sim venv")
+        args = [str(exe)]
+        if not self.gripper:
+            args.append("--no-gripper")
+        return args + list(self.extra_args)
+
+    def start(self) -> FrankaSimServer:
+        if self.process is not None:
+            return self
+        cmd = self.command()
+        mjcf = Path(self.mjcf) if self.mjcf else fr3_mjcf_wrapper()
+        if not mjcf.exists():
+            raise FrankaSimError(f"FR3 MJCF {mjcf} not found: run `make setup`")
+        self._acquire_lock()
+        try:
+            self._wait_port_free()
+            env = {**_clean_env(), "FR3_MJCF": str(mjcf), **self.env}
+            if self.log_path is None:
+                fd, name = tempfile.mkstemp(prefix="franka-sim-", suffix=".log")
+                os.close(fd)
+                self.log_path = Path(name)
+            # A file, not a pipe: nobody reads the server's output while it runs, and a full pipe
+            # would block its 1 kHz state thread.
+            with open(self.log_path, "wb") as logf:
+                self.process = subprocess.Popen(
+                    cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("franka-sim ready (pid %d, log %s)", self.process.pid, self.log_path)
+        return self
+
+    def _acquire_lock(self) -> None:
+        fd = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o666)
+        deadline = time.monotonic() + self.lock_timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._lock_fd = fd
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise FrankaSimError(f"another franka-sim user holds {LOCK_PATH}") from None
+                time.sleep(0.2)
+
+    def _wait_port_free(self, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while _port_open(FCI_PORT):
+            if time.monotonic() > deadline:
+                raise FrankaSimError(f"TCP port {FCI_PORT} is in use by another process")
+            time.sleep(0.1)
+
+    def _wait_ready(self) -> None:
+        check = franka_sim_venv() / "bin" / "franka-sim-check"
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise FrankaSimError(f"franka-sim exited with {self.process.returncode}:\n{self.log_tail()}")
+            if _port_open(FCI_PORT):
+                res = subprocess.run(
+                    [str(check), "--timeout", "5"], capture_output=True, env=_clean_env(), timeout=15
+                )
+                if res.returncode == 0:
+                    return
+            time.sleep(0.1)
+        raise FrankaSimError(f"franka-sim not ready after {self.ready_timeout_s} s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 30) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crashed robot controller, for fault tests); keeps the lock."""
+        if self.alive():
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def restart(self) -> None:
+        """Start the server again after ``kill()``, keeping the lock held."""
+        self.stop(release_lock=False)
+        cmd = self.command()
+        env = {**_clean_env(), "FR3_MJCF": str(self.mjcf or fr3_mjcf_wrapper()), **self.env}
+        self._wait_port_free()
+        with open(self.log_path, "ab") as logf:
+            self.process = subprocess.Popen(
+                cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._wait_ready()
+
+    def stop(self, release_lock: bool = True) -> None:
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)
+        if release_lock and self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> FrankaSimServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+def _clean_env() -> dict[str, str]:
+    """Our environment minus what would leak into franka-sim's venv: the ROS wheels'
+    LD_LIBRARY_PATH, our PYTHONPATH, and the GL backend (the server renders nothing, and osmesa
+    may not be installed on a robot PC)."""
+    env = dict(os.environ)
+    for var in ("PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "MUJOCO_GL", "PYOPENGL_PLATFORM"):
+        env.pop(var, None)
+    return env

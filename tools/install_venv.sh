@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create the main venv and install the project with every extra a developer machine uses.
+set -euo pipefail
+python=$1 venv=$2
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
+"${pip[@]}" install --upgrade pip wheel 2>&1 | grep -v "^WARNING: Location" || true
+# torch is pinned to the CPU wheel (torch==2.13.0); see pyproject.toml.
+"${pip[@]}" install -e '.[robot,ros,sim,calibration,learn,dev]' 2>&1 | grep -v "^WARNING: Location" || true
+"$venv/bin/python" -c "import rlinf_robot, franky, zmq, msgspec, mujoco, torch, ray, rclpy" \
+  || { echo "install_venv: the main venv is incomplete" >&2; exit 1; }
+# FR3 model files only: franky-sim's own dependencies (numpy<2 pins, etc.) stay out of this venv.
+"${pip[@]}" install --no-deps franky-sim==1.0.4 2>&1 | grep -v "^WARNING: Location" || true
