@@ -13,8 +13,6 @@ wall-clock (``time.time_ns``) instant the message passed it, for latency account
 
 from __future__ import annotations
 
-from typing import Union
-
 import msgspec
 import numpy as np
 
@@ -37,7 +35,7 @@ COMMAND_NAMES = (
 )
 STATUS_STATES = ("IDLE", "ACTIVE", "HOLD", "LINK_LOST", "ESTOP", "REFLEX", "RECOVERING", "LATCHED")
 
-Scalar = Union[bool, int, float, str]
+Scalar = bool | int | float | str
 
 
 def _require(cond: bool, message: str) -> None:
@@ -156,5 +154,5 @@ class Error(_Base, kw_only=True, tag="error"):
     ref_seq: int = -1
 
 
-Message = Union[Observation, ActionChunk, Heartbeat, Command, Status, Error]
+Message = Observation | ActionChunk | Heartbeat | Command | Status | Error
 MESSAGE_TYPES = (Observation, ActionChunk, Heartbeat, Command, Status, Error)
