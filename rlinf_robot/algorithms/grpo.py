@@ -1,0 +1,72 @@
+"""GRPO: group-relative advantages over G rollouts of the same task, clipped ratio, KL to a reference.
+
+No critic: rollouts started from the same seed and instruction form a group, and each rollout's
+advantage is its outcome reward relative to the group (DeepSeekMath, Shao et al. 2024).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from rlinf_robot.algorithms.registry import register_advantage, register_loss
+
+
+@register_advantage("grpo")
+def group_relative_advantages(rewards: Tensor, eps: float = 1e-6, normalize_std: bool = True) -> Tensor:
+    """A_{g,i} = (r_{g,i} - mean_i r_{g,i}) / (std_i r_{g,i} + eps)   for rewards shaped ``[groups, G]``.
+
+    A group whose rollouts all scored the same gets zero advantage (nothing to learn from it).
+    ``normalize_std=False`` gives the mean-centred variant (Dr. GRPO).
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be [groups, G], got {tuple(rewards.shape)}")
+    centred = rewards - rewards.mean(dim=1, keepdim=True)
+    if not normalize_std:
+        return centred
+    return centred / (rewards.std(dim=1, unbiased=False, keepdim=True) + eps)
+
+
+def kl_k3(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    """Per-sample estimate of KL(pi || pi_ref): exp(q - p) - (q - p) - 1 with p = log pi, q = log pi_ref.
+
+    Non-negative and unbiased under samples from pi (Schulman's k3).
+    """
+    d = ref_log_prob - log_prob
+    return d.exp() - d - 1.0
+
+
+@register_loss("grpo")
+def grpo_loss(
+    log_prob: Tensor,
+    old_log_prob: Tensor,
+    advantages: Tensor,
+    *,
+    clip: float = 0.2,
+    ref_log_prob: Tensor | None = None,
+    kl_coef: float = 0.0,
+    mask: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """L = -E[ min(rho A, clip(rho, 1-eps, 1+eps) A) ] + beta * E[KL_k3(pi || pi_ref)].
+
+    Inputs are per decision (per chunk); ``mask`` selects valid ones (e.g. steps before the episode
+    ended). Returns (loss, stats).
+    """
+    log_ratio = log_prob - old_log_prob
+    ratio = log_ratio.exp()
+    per = -torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
+    kl = torch.zeros_like(per)
+    if ref_log_prob is not None and kl_coef > 0:
+        kl = kl_k3(log_prob, ref_log_prob)
+        per = per + kl_coef * kl
+    m = torch.ones_like(per) if mask is None else mask.to(per.dtype)
+    denom = m.sum().clamp_min(1.0)
+    loss = (per * m).sum() / denom
+    with torch.no_grad():
+        stats = {
+            "policy_loss": loss.detach(),
+            "kl_ref": (kl * m).sum() / denom,
+            "approx_kl": (((ratio - 1.0) - log_ratio) * m).sum() / denom,
+            "clip_fraction": (((ratio - 1.0).abs() > clip).to(per.dtype) * m).sum() / denom,
+        }
+    return loss, stats
