@@ -1,0 +1,115 @@
+"""Write one env's sampled randomization (``DomainRandomization.sample``) into its MjModel copy.
+
+Every value is set from the *nominal* model (captured once), never from the previous episode's,
+so episodes do not drift and an env reset with the same params is bit-identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.mujoco.scene import ARM_BODIES, ARM_JOINTS
+
+
+def _quat_from_rotvec(v: np.ndarray) -> np.ndarray:
+    angle = float(np.linalg.norm(v))
+    if angle < 1e-12:
+        return np.array([1.0, 0.0, 0.0, 0.0])
+    return np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * v / angle])
+
+
+def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([
+        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+    ])
+
+
+@dataclass
+class Nominal:
+    """Indices and nominal values of everything randomization touches."""
+
+    link_ids: np.ndarray
+    dof_ids: np.ndarray
+    hand_id: int
+    object_body: int  # -1 when the task has no object
+    object_geom: int
+    tinted_geoms: np.ndarray
+    cam_ids: np.ndarray
+    model_fields: dict[str, np.ndarray]
+
+    @classmethod
+    def capture(cls, model) -> Nominal:
+        import mujoco
+
+        def bid(name):
+            return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+
+        link_ids = np.array([bid(b) for b in ARM_BODIES[:8]])  # links 1-7 + hand (fingers stay)
+        dof_ids = np.array([model.jnt_dofadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in ARM_JOINTS])
+        obj = bid("object")
+        obj_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "object_geom")
+        tinted = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "table")] + ([obj_geom] if obj_geom >= 0 else [])
+        fields = {
+            "body_mass": model.body_mass.copy(),
+            "body_inertia": model.body_inertia.copy(),
+            "dof_damping": model.dof_damping.copy(),
+            "dof_frictionloss": model.dof_frictionloss.copy(),
+            "dof_armature": model.dof_armature.copy(),
+            "actuator_gainprm": model.actuator_gainprm.copy(),
+            "actuator_biasprm": model.actuator_biasprm.copy(),
+            "geom_friction": model.geom_friction.copy(),
+            "geom_rgba": model.geom_rgba.copy(),
+            "cam_pos": model.cam_pos.copy(),
+            "cam_quat": model.cam_quat.copy(),
+            "light_diffuse": model.light_diffuse.copy(),
+        }
+        return cls(link_ids, dof_ids, bid("hand"), obj, obj_geom, np.array(tinted), np.arange(model.ncam), fields)
+
+    def restore(self, model) -> None:
+        for name, value in self.model_fields.items():
+            getattr(model, name)[:] = value
+
+
+def apply(model, nominal: Nominal, params: dict[str, np.ndarray]) -> None:
+    """Reset ``model`` to nominal, then apply ``params`` (absent keys keep nominal values)."""
+    nominal.restore(model)
+    nf = nominal.model_fields
+    if "link_mass" in params:
+        s = params["link_mass"]
+        model.body_mass[nominal.link_ids] = nf["body_mass"][nominal.link_ids] * s
+        model.body_inertia[nominal.link_ids] = nf["body_inertia"][nominal.link_ids] * s[:, None]
+    for key, field in (("joint_damping", "dof_damping"), ("joint_frictionloss", "dof_frictionloss"),
+                       ("joint_armature", "dof_armature")):
+        if key in params:
+            base = nf[field][nominal.dof_ids]
+            getattr(model, field)[nominal.dof_ids] = params[key] if params[key + "_kind"] else base * params[key]
+    if "payload_mass" in params:  # kg added to the hand, whatever the range kind (no nominal to scale)
+        model.body_mass[nominal.hand_id] += float(params["payload_mass"][0])
+    if "actuator_gain" in params:
+        s = params["actuator_gain"]
+        model.actuator_gainprm[:7, 0] = nf["actuator_gainprm"][:7, 0] * s
+        model.actuator_biasprm[:7, 1] = nf["actuator_biasprm"][:7, 1] * s
+        model.actuator_biasprm[:7, 2] = nf["actuator_biasprm"][:7, 2] * np.sqrt(s)  # keeps the damping ratio
+    if nominal.object_body >= 0:
+        if "object_mass" in params:
+            s = float(params["object_mass"][0])
+            model.body_mass[nominal.object_body] = nf["body_mass"][nominal.object_body] * s
+            model.body_inertia[nominal.object_body] = nf["body_inertia"][nominal.object_body] * s
+        if "object_friction" in params:
+            model.geom_friction[nominal.object_geom, 0] = nf["geom_friction"][nominal.object_geom, 0] * float(
+                params["object_friction"][0]
+            )
+    model.cam_pos[:] = nf["cam_pos"] + params["camera_pos"]
+    dq = _quat_from_rotvec(params["camera_rot"])
+    for c in nominal.cam_ids:
+        model.cam_quat[c] = _quat_mul(dq, nf["cam_quat"][c])
+    model.light_diffuse[:] = float(params["light"])
+    rgb = np.clip(nf["geom_rgba"][nominal.tinted_geoms, :3] + params["color"], 0.0, 1.0)
+    model.geom_rgba[nominal.tinted_geoms, :3] = rgb

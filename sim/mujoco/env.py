@@ -1,0 +1,283 @@
+"""The batched MuJoCo FR3 env: one model, N MjData, stepped in a thread pool (MuJoCo drops the GIL).
+
+A control tick mirrors the franka node: the action is turned into joint position targets through the
+same safety semantics as the real arm (control.py), the targets are held for ``500 / control_hz``
+physics substeps of the FR3's joint servos, then the state is read back for all envs at once.
+
+With domain randomization each env owns a copy of the model (parameters differ per env and per
+episode); without it all envs share one. Envs reset themselves at the step that ends their episode:
+``info["final_state"]`` holds the state vector that ended it and ``info["success"]`` its outcome.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from rlinf_robot.envs.spec import BatchedEnv, Obs, ObsSpec
+from rlinf_robot.errors import ConfigError
+from sim.mujoco import dr_apply
+from sim.mujoco.config import MujocoConfig
+from sim.mujoco.control import GRIPPER_MAX_WIDTH, ActionMapper
+from sim.mujoco.scene import build_model
+from sim.mujoco.tasks.base import READY_Q, Batch, Task
+
+#: The robot part of the state vector, shared with the real arm's env; task columns follow.
+ROBOT_STATE = (("joint_pos", 7), ("joint_vel", 7), ("tcp_pos", 3), ("tcp_quat", 4), ("gripper_width", 1))
+ROBOT_STATE_DIM = sum(w for _, w in ROBOT_STATE)
+_CTRL_PER_METRE = 255.0 / GRIPPER_MAX_WIDTH  # the hand actuator's ctrl range 0..255 spans 0..8 cm
+
+
+#: Reference for the TCP quaternion's sign: the gripper pointing down (180 deg about x). The TCP spends
+#: its life near this orientation, where "w >= 0" would flip sign at random; q . ref >= 0 does not.
+TCP_QUAT_REF = np.array([0.0, 1.0, 0.0, 0.0])
+
+
+def mat_to_quat(m: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
+    """Rotation matrices [N, 9] (row-major) -> unit quaternions [N, 4] w x y z, sign chosen so that
+    q . ref >= 0 (default ref: identity, i.e. w >= 0)."""
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m.T
+    w = 0.5 * np.sqrt(np.maximum(0.0, 1.0 + m00 + m11 + m22))
+    x = 0.5 * np.sqrt(np.maximum(0.0, 1.0 + m00 - m11 - m22)) * np.copysign(1.0, m21 - m12)
+    y = 0.5 * np.sqrt(np.maximum(0.0, 1.0 - m00 + m11 - m22)) * np.copysign(1.0, m02 - m20)
+    z = 0.5 * np.sqrt(np.maximum(0.0, 1.0 - m00 - m11 + m22)) * np.copysign(1.0, m10 - m01)
+    q = np.stack([w, x, y, z], axis=1)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    if ref is not None:
+        q *= np.where(q @ ref < 0, -1.0, 1.0)[:, None]
+    return q
+
+
+def tune_servos(model) -> None:
+    """Critically damp the arm's position servos at the start pose: kv_i = 2 sqrt(kp_i M_ii).
+
+    The shipped kv (kp / 10) makes every joint a 0.1 s first-order lag, so a 20 Hz target would be
+    reached only ~40 % within its tick; the real FR3's controller tracks a commanded step within a
+    tick or two. Critical damping keeps the same stiffness and settles in ~2-4 physics-ms per mrad.
+    """
+    import mujoco
+
+    data = mujoco.MjData(model)
+    data.qpos[:7] = READY_Q
+    mujoco.mj_forward(model, data)
+    full = np.zeros((model.nv, model.nv))
+    mujoco.mj_fullM(model, data, full)
+    kp = model.actuator_gainprm[:7, 0]
+    model.actuator_biasprm[:7, 2] = -2.0 * np.sqrt(kp * np.diag(full)[:7])
+
+
+class MujocoFR3Env(BatchedEnv):
+    def __init__(self, task: Task, num_envs: int, cfg: MujocoConfig):
+        import mujoco
+
+        self._mj = mujoco
+        self.task, self.cfg, self.num_envs = task, cfg, int(num_envs)
+        if task.gripper and cfg.gripper is False:
+            raise ConfigError(f"{task.name} needs the gripper column: gripper must be True (or unset)")
+        self.gripper = task.gripper if cfg.gripper is None else bool(cfg.gripper)
+        self.max_steps = cfg.max_episode_steps or max(1, round(task.episode_seconds * cfg.control_hz))
+        self.substeps = cfg.substeps
+        self.dr = cfg.randomization
+
+        base = build_model(task.xml, cfg.full_meshes)
+        tune_servos(base)
+        self.nominal = dr_apply.Nominal.capture(base)
+        n = self.num_envs
+        self.models = [copy.copy(base) for _ in range(n)] if self.dr is not None else [base] * n
+        self.datas = [mujoco.MjData(m) for m in self.models]
+        self._tcp = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_SITE, "tcp")
+        obj_joint = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_JOINT, "object_joint")
+        self._obj_adr = int(base.jnt_qposadr[obj_joint]) if obj_joint >= 0 else -1
+        goal_body = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_BODY, "goal")
+        self._goal_mocap = int(base.body_mocapid[goal_body]) if goal_body >= 0 else -1
+
+        self.mapper = ActionMapper(cfg.action_mode, self.gripper, cfg.control_hz)
+        self.action_spec = self.mapper.spec
+        images = {c: (cfg.image_size, cfg.image_size, 3) for c in cfg.cameras} if cfg.image_size else {}
+        self.obs_spec = ObsSpec(state_shape=(ROBOT_STATE_DIM + task.feature_dim,), images=images)
+        self.instruction = task.instruction
+
+        self._jacp = np.zeros((n, 3, base.nv))
+        self._jacr = np.zeros((n, 3, base.nv))
+        self._targets = np.tile(READY_Q, (n, 1))
+        self._gripper_ctrl = np.full(n, 255.0)
+        self._nstep = np.full(n, self.substeps, np.int64)
+        self.goal = np.zeros((n, 3))
+        self.obj_start = np.zeros((n, 3))
+        self.steps = np.zeros(n, np.int64)
+        self.episode_return = np.zeros(n, np.float64)
+        self.delay = np.zeros(n, np.int64)
+        max_delay = self.dr.action_delay_steps[1] if self.dr is not None else 0
+        self._history = np.zeros((n, max_delay + 1, self.action_spec.shape[0]), np.float32)
+        self._batch: Batch | None = None
+        self._layout_rngs: list[np.random.Generator] = []
+        self._dr_rngs: list[np.random.Generator] = []
+        self._step_rng = np.random.default_rng(0)
+
+        threads = cfg.num_threads or min(len(os.sched_getaffinity(0)), max(1, n // 4))
+        threads = min(threads, n)
+        self._chunks = [list(range(k, n, threads)) for k in range(threads)]
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="mjstep") if threads > 1 else None
+        self._rig = None
+        if cfg.image_size:
+            from sim.mujoco.render import CameraRig
+
+            self._rig = CameraRig(base, cfg.cameras, cfg.image_size, cfg.full_meshes)
+
+    # ------------------------------------------------------------------ API
+    def reset(self, seed: int | None = None) -> Obs:
+        if seed is not None or not self._layout_rngs:
+            if seed is None:
+                seed = self.cfg.seed if self.cfg.seed is not None else int(np.random.SeedSequence().entropy % 2**63)
+            self._seed(int(seed))
+        for i in range(self.num_envs):
+            self._reset_env(i)
+        self._batch = self._gather()
+        return self._obs(self._batch)
+
+    def step(self, actions: np.ndarray):
+        if self._batch is None:
+            raise RuntimeError("call reset() before step()")
+        a = self._check_actions(actions)
+        if self._history.shape[1] > 1:  # action delay: apply the action from `delay` ticks ago
+            self._history[:, 1:] = self._history[:, :-1]
+            self._history[:, 0] = a
+            a = self._history[np.arange(self.num_envs), self.delay]
+        b = self._batch
+        jac = np.concatenate([self._jacp[:, :, :7], self._jacr[:, :, :7]], axis=1)
+        self._targets, width = self.mapper.targets(a, b.q, b.tcp_pos, jac)
+        if width is not None:
+            self._gripper_ctrl = width * _CTRL_PER_METRE
+        if self.dr is not None and self.dr.control_jitter > 0:
+            u = self._step_rng.uniform(-1.0, 1.0, self.num_envs)
+            self._nstep = np.maximum(1, np.rint(self.substeps * (1.0 + self.dr.control_jitter * u))).astype(np.int64)
+        self._physics()
+
+        b = self._batch = self._gather()
+        reward, success = self.task.evaluate(b)
+        reward = reward.astype(np.float32)
+        self.steps += 1
+        self.episode_return += reward
+        terminated = success & self.cfg.terminate_on_success
+        truncated = (self.steps >= self.max_steps) & ~terminated
+        done = terminated | truncated
+        info = {"success": success.copy(), "done": done.copy()}
+        if done.any():
+            info["final_state"] = self._state(b)
+            info["episode_return"] = np.where(done, self.episode_return, 0.0).astype(np.float32)
+            info["episode_length"] = np.where(done, self.steps, 0)
+            for i in np.flatnonzero(done):
+                self._reset_env(int(i))
+            self._batch = self._gather()
+        return self._obs(self._batch), reward, terminated, truncated, info
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        if self._rig is not None:
+            self._rig.close()
+            self._rig = None
+
+    def render(self, camera: str = "front", size: int = 96, index: int = 0) -> np.ndarray:
+        """One picture of env ``index`` (for docs / debugging; independent of observation images)."""
+        from sim.mujoco.render import CameraRig
+
+        rig = CameraRig(self.models[0], (camera,), size, self.cfg.full_meshes)
+        try:
+            return rig.render([self.models[index]], [self.datas[index]])[camera][0]
+        finally:
+            rig.close()
+
+    # ------------------------------------------------------------- episodes
+    def _seed(self, seed: int) -> None:
+        n = self.num_envs
+        self._layout_rngs = [np.random.default_rng([seed, i, 0]) for i in range(n)]
+        self._dr_rngs = [np.random.default_rng([seed, i, 1]) for i in range(n)]
+        self._step_rng = np.random.default_rng([seed, n, 2])
+
+    def _reset_env(self, i: int) -> None:
+        mj, m, d = self._mj, self.models[i], self.datas[i]
+        layout = self.task.sample(self._layout_rngs[i])
+        if self.dr is not None:
+            params = self.dr.sample(self._dr_rngs[i])
+            dr_apply.apply(m, self.nominal, params)
+            self.delay[i] = int(params["action_delay_steps"])
+        mj.mj_resetData(m, d)
+        d.qpos[:7] = layout.arm_q
+        d.qpos[7:9] = layout.gripper_width / 2
+        if self._obj_adr >= 0 and layout.obj_pos is not None:
+            half = layout.obj_yaw / 2
+            d.qpos[self._obj_adr : self._obj_adr + 7] = [*layout.obj_pos, np.cos(half), 0.0, 0.0, np.sin(half)]
+        if self._goal_mocap >= 0:
+            d.mocap_pos[self._goal_mocap] = self.task.marker(layout.goal)
+        self._targets[i] = layout.arm_q
+        self._gripper_ctrl[i] = layout.gripper_width * _CTRL_PER_METRE
+        d.ctrl[:7] = layout.arm_q
+        d.ctrl[7] = self._gripper_ctrl[i]
+        mj.mj_forward(m, d)
+        mj.mj_jacSite(m, d, self._jacp[i], self._jacr[i], self._tcp)
+        self.goal[i] = layout.goal
+        self.obj_start[i] = layout.obj_pos if layout.obj_pos is not None else 0.0
+        self.steps[i] = 0
+        self.episode_return[i] = 0.0
+        self._history[i] = self.mapper.noop(1, layout.gripper_width)[0]
+
+    # -------------------------------------------------------------- physics
+    def _physics(self) -> None:
+        if self._pool is None:
+            self._step_envs(self._chunks[0])
+        else:
+            for f in [self._pool.submit(self._step_envs, c) for c in self._chunks]:
+                f.result()
+
+    def _step_envs(self, indices: list[int]) -> None:
+        """Hold each env's targets for its substeps, then refresh kinematics and the TCP Jacobian
+        (mj_step leaves positions computed *before* its last integration)."""
+        mj = self._mj
+        for i in indices:
+            m, d = self.models[i], self.datas[i]
+            d.ctrl[:7] = self._targets[i]
+            d.ctrl[7] = self._gripper_ctrl[i]
+            mj.mj_step(m, d, int(self._nstep[i]))
+            mj.mj_kinematics(m, d)
+            mj.mj_comPos(m, d)
+            mj.mj_jacSite(m, d, self._jacp[i], self._jacr[i], self._tcp)
+
+    def _gather(self) -> Batch:
+        ds, t = self.datas, self._tcp
+        qpos = np.stack([d.qpos for d in ds])
+        qvel = np.stack([d.qvel for d in ds])
+        tcp_pos = np.stack([d.site_xpos[t] for d in ds])
+        tcp_quat = mat_to_quat(np.stack([d.site_xmat[t] for d in ds]), TCP_QUAT_REF)
+        obj_pos = obj_quat = None
+        if self._obj_adr >= 0:
+            a = self._obj_adr
+            obj_pos, obj_quat = qpos[:, a : a + 3], qpos[:, a + 3 : a + 7]
+            obj_quat = obj_quat * np.where(obj_quat[:, :1] < 0, -1.0, 1.0)
+        return Batch(qpos[:, :7], qvel[:, :7], tcp_pos, tcp_quat, qpos[:, 7] + qpos[:, 8], obj_pos, obj_quat,
+                     self.goal.copy(), self.obj_start.copy())
+
+    # ---------------------------------------------------------- observation
+    def _state(self, b: Batch) -> np.ndarray:
+        parts = [b.q, b.qd, b.tcp_pos, b.tcp_quat, b.width[:, None], self.task.observe(b)]
+        return np.concatenate(parts, axis=1).astype(np.float32)
+
+    def _obs(self, b: Batch) -> Obs:
+        state = self._state(b)
+        if self.dr is not None and self.dr.obs_noise_std > 0:
+            state += self._step_rng.normal(0.0, self.dr.obs_noise_std, state.shape).astype(np.float32)
+        images = self._rig.render(self.models, self.datas) if self._rig is not None else {}
+        return {"state": state, "images": images, "instruction": [self.instruction] * self.num_envs}
+
+    def _check_actions(self, actions: np.ndarray) -> np.ndarray:
+        a = np.asarray(actions, dtype=np.float32)
+        want = (self.num_envs, *self.action_spec.shape)
+        if a.shape != want:
+            raise ValueError(f"actions must have shape {want}, got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError("actions contain NaN or inf; nothing was applied")
+        return a
