@@ -31,7 +31,9 @@ class ReplayBuffer:
             raise ValueError(f"all fields need the same leading size, got {sizes}")
         n = sizes.pop()
         if not self._data:
-            self._data = {k: torch.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in batch.items()}
+            self._data = {
+                k: torch.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in batch.items()
+            }
         elif set(batch) != set(self._data):
             raise ValueError(f"fields {sorted(batch)} != buffer fields {sorted(self._data)}")
         idx = (self._next + torch.arange(n)) % self.capacity

@@ -12,7 +12,9 @@ from torch import Tensor
 from rlinf_robot.algorithms.registry import register_loss
 
 
-def truncated_importance_weights(log_prob: Tensor, behaviour_log_prob: Tensor, rho_max: float = 1.0) -> Tensor:
+def truncated_importance_weights(
+    log_prob: Tensor, behaviour_log_prob: Tensor, rho_max: float = 1.0
+) -> Tensor:
     """w = min(pi(a|s) / mu(a|s), rho_max)  (detached): truncation bounds the variance."""
     return (log_prob - behaviour_log_prob).detach().exp().clamp(max=rho_max)
 

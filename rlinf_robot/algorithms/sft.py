@@ -40,4 +40,6 @@ def bc_nll_loss(log_prob: Tensor) -> Tensor:
 @register_loss("sft_tokens")
 def token_ce_loss(logits: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor:
     """L = -E[log p(token*)] over positions whose label is not ``ignore_index`` (action tokens only)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=ignore_index)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=ignore_index
+    )

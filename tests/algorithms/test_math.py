@@ -60,13 +60,21 @@ def test_value_loss_clipped_by_hand():
 
 def test_ppo_loss_combines_terms_and_kl_early_stop():
     loss, stats = ppo.ppo_loss(
-        torch.zeros(2), torch.zeros(2), t([1.0, -1.0]), t([1.0, 1.0]), t([2.0, 0.0]), t([0.5, 1.5]),
-        vf_coef=0.5, ent_coef=0.1,
+        torch.zeros(2),
+        torch.zeros(2),
+        t([1.0, -1.0]),
+        t([1.0, 1.0]),
+        t([2.0, 0.0]),
+        t([0.5, 1.5]),
+        vf_coef=0.5,
+        ent_coef=0.1,
     )
     # pg = -mean(1, -1) = 0; V = .5*mean(1, 1) = .5; H = 1.0 -> 0 + .25 - .1
     assert loss.item() == pytest.approx(0.15)
     assert stats["approx_kl"].item() == 0.0
-    assert not ppo.kl_early_stop(0.01, 0.02) and ppo.kl_early_stop(0.03, 0.02) and not ppo.kl_early_stop(9, None)
+    assert (
+        not ppo.kl_early_stop(0.01, 0.02) and ppo.kl_early_stop(0.03, 0.02) and not ppo.kl_early_stop(9, None)
+    )
 
 
 def test_chunk_log_prob_masks_unexecuted_steps():
@@ -91,8 +99,12 @@ def test_grpo_kl_and_loss_by_hand():
     assert kl.item() == pytest.approx(0.193147, abs=1e-5)
     # on-policy ratio 1: loss = -mean(A) + beta * kl; mask drops the 2nd sample
     loss, stats = grpo.grpo_loss(
-        torch.log(t([0.5, 0.5])), torch.log(t([0.5, 0.5])), t([2.0, 100.0]),
-        ref_log_prob=torch.log(t([0.25, 0.25])), kl_coef=0.1, mask=t([1.0, 0.0]),
+        torch.log(t([0.5, 0.5])),
+        torch.log(t([0.5, 0.5])),
+        t([2.0, 100.0]),
+        ref_log_prob=torch.log(t([0.25, 0.25])),
+        kl_coef=0.1,
+        mask=t([1.0, 0.0]),
     )
     assert loss.item() == pytest.approx(-2.0 + 0.1 * 0.193147, abs=1e-5)
     assert stats["kl_ref"].item() == pytest.approx(0.193147, abs=1e-5)
@@ -137,7 +149,9 @@ def test_bc_losses_by_hand():
 
 
 def test_truncated_is_and_staleness():
-    w = offpolicy.truncated_importance_weights(torch.log(t([0.6, 0.3])), torch.log(t([0.3, 0.6])), rho_max=1.0)
+    w = offpolicy.truncated_importance_weights(
+        torch.log(t([0.6, 0.3])), torch.log(t([0.3, 0.6])), rho_max=1.0
+    )
     torch.testing.assert_close(w, t([1.0, 0.5]))
     v = t([5, 3, 1])
     assert offpolicy.staleness(v, 5).tolist() == [0, 2, 4]
@@ -161,13 +175,22 @@ def test_vtrace_by_hand_and_on_policy_equals_lambda_one_returns():
     # ratios 2, .5 -> rho = c = [1, .5]; deltas = [1, .5]; vs1 = .5, vs0 = 1 + .5 = 1.5
     # pg adv: t0 = 1 * (1 + 1.5*0 + .5) = 1.5; t1 = .5 * (1 + 0) = .5
     vs, pg = offpolicy.vtrace(
-        torch.log(t([[0.25], [0.5]])), torch.log(t([[0.5], [0.25]])), t([[1.0], [1.0]]),
-        t([[0.0], [0.0]]), t([0.0]), t([[0.0], [0.0]]), gamma=1.0,
+        torch.log(t([[0.25], [0.5]])),
+        torch.log(t([[0.5], [0.25]])),
+        t([[1.0], [1.0]]),
+        t([[0.0], [0.0]]),
+        t([0.0]),
+        t([[0.0], [0.0]]),
+        gamma=1.0,
     )
     torch.testing.assert_close(vs, t([[1.5], [0.5]]))
     torch.testing.assert_close(pg, t([[1.5], [0.5]]))
     g = torch.Generator().manual_seed(0)
-    r, v, d = torch.rand(5, 3, generator=g), torch.rand(5, 3, generator=g), (torch.rand(5, 3, generator=g) > 0.7).float()
+    r, v, d = (
+        torch.rand(5, 3, generator=g),
+        torch.rand(5, 3, generator=g),
+        (torch.rand(5, 3, generator=g) > 0.7).float(),
+    )
     nv, lp = torch.rand(3, generator=g), torch.rand(5, 3, generator=g)
     vs, _ = offpolicy.vtrace(lp, lp, r, v, nv, d, gamma=0.9)
     _, ret = ppo.compute_gae(r, v, d, nv, gamma=0.9, lam=1.0)

@@ -1,0 +1,56 @@
+"""``TinyVLAConfig``: every shape of the tiny VLA plus the action space it was trained for."""
+
+from __future__ import annotations
+
+from transformers import PretrainedConfig
+
+
+class TinyVLAConfig(PretrainedConfig):
+    model_type = "tiny_vla"
+
+    def __init__(
+        self,
+        cameras: list[str] | tuple[str, ...] = ("front",),
+        image_size: int = 96,
+        state_dim: int = 0,
+        action_dim: int = 7,
+        chunk_size: int = 4,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        num_heads: int = 4,
+        mlp_ratio: int = 2,
+        vocab_size: int = 260,
+        pad_token_id: int = 259,
+        max_text_len: int = 48,
+        patch_size: int = 16,
+        init_log_std: float = -1.0,
+        action_mode: str = "ee_delta",
+        action_low: list[float] | None = None,
+        action_high: list[float] | None = None,
+        control_hz: float = 20.0,
+        gripper: bool = False,
+        **kwargs,
+    ):
+        self.cameras = list(cameras)
+        self.image_size = image_size
+        self.state_dim = state_dim
+        self.action_dim = action_dim
+        self.chunk_size = chunk_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.mlp_ratio = mlp_ratio
+        self.vocab_size = vocab_size
+        self.max_text_len = max_text_len
+        self.patch_size = patch_size
+        self.init_log_std = init_log_std
+        self.action_mode = action_mode
+        self.action_low = list(action_low) if action_low is not None else [-1.0] * action_dim
+        self.action_high = list(action_high) if action_high is not None else [1.0] * action_dim
+        self.control_hz = control_hz
+        self.gripper = gripper
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
+        if image_size % patch_size:
+            raise ValueError(f"image_size ({image_size}) must be a multiple of patch_size ({patch_size})")
+        super().__init__(pad_token_id=pad_token_id, **kwargs)

@@ -1,0 +1,162 @@
+"""``TinyVLAModel``: a small vision-language-action transformer, a real ``PreTrainedModel``.
+
+Tokens, in order: per camera 36 patch tokens (a two-conv patchifier at 96 px), the instruction's
+byte tokens, one proprio (state) token, H action-query tokens and a value token. A pre-LN
+transformer runs over all of them with full (bidirectional) attention; the H action-query outputs
+decode the whole chunk in parallel (OpenVLA-OFT's parallel decoding) to Gaussian means, with a
+learned per-(step, dim) log-std for RL; the value token feeds the critic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformers import PreTrainedModel
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.utils import ModelOutput
+
+from policies.tiny_vla.configuration_tiny_vla import TinyVLAConfig
+
+
+@dataclass
+class TinyVLAOutput(ModelOutput):
+    action_mean: Tensor | None = None  # [N, H, A] normalized action space
+    action_log_std: Tensor | None = None  # [H, A]
+    value: Tensor | None = None  # [N]
+
+
+class PatchEncoder(nn.Module):
+    """uint8-derived [N, 3, S, S] in [0, 1] -> [N, (S/p)^2, d]: conv patchify (p/4 then 4) + position."""
+
+    def __init__(self, cfg: TinyVLAConfig):
+        super().__init__()
+        d, p = cfg.hidden_size, cfg.patch_size
+        self.size = cfg.image_size
+        self.stem = nn.Conv2d(3, d // 2, kernel_size=p // 4, stride=p // 4)
+        self.proj = nn.Conv2d(d // 2, d, kernel_size=4, stride=4)
+        self.pos = nn.Parameter(torch.zeros(1, (cfg.image_size // p) ** 2, d))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape[-1] != self.size or x.shape[-2] != self.size:
+            x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
+        x = self.proj(F.gelu(self.stem((x - 0.5) / 0.5)))
+        return x.flatten(2).transpose(1, 2) + self.pos
+
+
+class TinyVLABlock(GradientCheckpointingLayer):
+    """Pre-LN transformer block: x + MHA(LN(x)); x + MLP(LN(x))."""
+
+    def __init__(self, cfg: TinyVLAConfig):
+        super().__init__()
+        d = cfg.hidden_size
+        self.heads = cfg.num_heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, cfg.mlp_ratio * d), nn.GELU(), nn.Linear(cfg.mlp_ratio * d, d))
+
+    def forward(self, x: Tensor, attn_mask: Tensor | None = None) -> Tensor:
+        N, L, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(N, L, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        x = x + self.out(a.transpose(1, 2).reshape(N, L, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyVLAPreTrainedModel(PreTrainedModel):
+    config_class = TinyVLAConfig
+    base_model_prefix = "tiny_vla"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["TinyVLABlock"]
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Conv2d)):
+            nn.init.trunc_normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=0.02)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, PatchEncoder):
+            nn.init.normal_(module.pos, std=0.02)
+        elif isinstance(module, TinyVLAModel):
+            cfg = self.config
+            for p in (module.text_pos, module.action_queries, module.value_query, module.camera_emb):
+                nn.init.normal_(p, std=0.02)
+            nn.init.constant_(module.action_log_std, cfg.init_log_std)
+            nn.init.zeros_(module.action_head.weight)  # start from the zero action
+            nn.init.zeros_(module.action_head.bias)
+
+
+class TinyVLAModel(TinyVLAPreTrainedModel):
+    def __init__(self, config: TinyVLAConfig):
+        super().__init__(config)
+        d, H, A = config.hidden_size, config.chunk_size, config.action_dim
+        self.encoders = nn.ModuleDict({cam: PatchEncoder(config) for cam in config.cameras})
+        self.camera_emb = nn.Parameter(torch.zeros(max(len(config.cameras), 1), 1, d))
+        self.text_emb = nn.Embedding(config.vocab_size, d)
+        self.text_pos = nn.Parameter(torch.zeros(1, config.max_text_len, d))
+        self.state_proj = nn.Linear(config.state_dim, d) if config.state_dim else None
+        self.action_queries = nn.Parameter(torch.zeros(1, H, d))
+        self.value_query = nn.Parameter(torch.zeros(1, 1, d))
+        self.blocks = nn.ModuleList(TinyVLABlock(config) for _ in range(config.num_layers))
+        self.norm = nn.LayerNorm(d)
+        self.action_head = nn.Linear(d, A)
+        self.value_head = nn.Linear(d, 1)
+        self.action_log_std = nn.Parameter(torch.zeros(H, A))
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def forward(
+        self,
+        pixel_values: dict[str, Tensor] | None = None,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        state: Tensor | None = None,
+    ) -> TinyVLAOutput:
+        cfg = self.config
+        parts, keep = [], []
+        N = next(t.shape[0] for t in (input_ids, state, *(pixel_values or {}).values()) if t is not None)
+        for i, cam in enumerate(cfg.cameras):
+            tok = self.encoders[cam](pixel_values[cam]) + self.camera_emb[i]
+            parts.append(tok)
+            keep.append(torch.ones(N, tok.shape[1], dtype=torch.bool, device=tok.device))
+        if input_ids is not None:
+            ids = input_ids[:, : cfg.max_text_len]
+            parts.append(self.text_emb(ids) + self.text_pos[:, : ids.shape[1]])
+            m = attention_mask[:, : cfg.max_text_len] if attention_mask is not None else torch.ones_like(ids)
+            keep.append(m.bool())
+        if self.state_proj is not None:
+            parts.append(self.state_proj(state).unsqueeze(1))
+            keep.append(torch.ones(N, 1, dtype=torch.bool, device=state.device))
+        H = cfg.chunk_size
+        parts += [self.action_queries.expand(N, -1, -1), self.value_query.expand(N, -1, -1)]
+        keep.append(torch.ones(N, H + 1, dtype=torch.bool, device=parts[-1].device))
+        x = torch.cat(parts, dim=1)
+        key_mask = torch.cat(keep, dim=1)
+        attn_mask = None if bool(key_mask.all()) else key_mask[:, None, None, :]
+        for block in self.blocks:
+            x = block(x, attn_mask)
+        x = self.norm(x)
+        return TinyVLAOutput(
+            action_mean=self.action_head(x[:, -H - 1 : -1]),
+            action_log_std=self.action_log_std,
+            value=self.value_head(x[:, -1]).squeeze(-1),
+        )
+
+
+def register_auto_classes() -> None:
+    """Make ``AutoConfig`` / ``AutoModel`` resolve ``model_type == "tiny_vla"`` (idempotent)."""
+    from transformers import AutoConfig, AutoModel
+
+    AutoConfig.register("tiny_vla", TinyVLAConfig, exist_ok=True)
+    AutoModel.register(TinyVLAConfig, TinyVLAModel, exist_ok=True)
+
+
+register_auto_classes()

@@ -1,0 +1,139 @@
+"""``policies.make("tiny_vla", action_spec=..., obs_spec=..., **config)``: TinyVLAModel as a policy.
+
+The wrapper owns the tokenizer and the obs -> tensors step; the model owns the weights. The model's
+config records the action space, so ``TinyVLAPolicy.from_pretrained(path)`` needs nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from policies.base import BasePolicy, PolicyOutput, image_tensors, state_tensor
+from policies.distributions import ChunkGaussian
+from policies.registry import register
+from policies.tiny_vla.configuration_tiny_vla import TinyVLAConfig
+from policies.tiny_vla.modeling_tiny_vla import TinyVLAModel
+from policies.tokenizer import build_byte_tokenizer, byte_vocab_size
+from rlinf_robot.envs.spec import ActionSpec, ObsSpec
+from rlinf_robot.errors import ConfigError
+
+
+def _spec_from_config(cfg: TinyVLAConfig) -> ActionSpec:
+    return ActionSpec(
+        cfg.action_mode,
+        (cfg.action_dim,),
+        np.asarray(cfg.action_low, np.float32),
+        np.asarray(cfg.action_high, np.float32),
+        float(cfg.control_hz),
+        bool(cfg.gripper),
+    )
+
+
+@register("tiny_vla")
+class TinyVLAPolicy(BasePolicy):
+    def __init__(
+        self,
+        action_spec: ActionSpec | None = None,
+        obs_spec: ObsSpec | None = None,
+        model: TinyVLAModel | None = None,
+        tokenizer=None,
+        use_state: bool = True,
+        **config,
+    ):
+        super().__init__()
+        if model is None:
+            if action_spec is None or obs_spec is None:
+                raise ConfigError("tiny_vla needs action_spec and obs_spec (or a model)")
+            cams = config.pop("cameras", None)
+            cams = list(obs_spec.images) if cams is None else list(cams)
+            unknown = [c for c in cams if c not in obs_spec.images]
+            if unknown:
+                raise ConfigError(
+                    f"tiny_vla.cameras {unknown} not in the env's cameras {sorted(obs_spec.images)}"
+                )
+            model = TinyVLAModel(
+                TinyVLAConfig(
+                    cameras=cams,
+                    state_dim=int(np.prod(obs_spec.state_shape)) if use_state else 0,
+                    action_dim=action_spec.shape[0],
+                    vocab_size=byte_vocab_size(),
+                    action_mode=action_spec.mode,
+                    action_low=action_spec.low.tolist(),
+                    action_high=action_spec.high.tolist(),
+                    control_hz=action_spec.control_hz,
+                    gripper=action_spec.gripper,
+                    **config,
+                )
+            )
+        self.model = model
+        self.tokenizer = tokenizer or build_byte_tokenizer()
+        self._init_action_space(_spec_from_config(model.config), model.config.chunk_size)
+        self._token_cache: dict[str, list[int]] = {}
+
+    # -------------------------------------------------------------- save / load
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **kwargs) -> TinyVLAPolicy:
+        from transformers import AutoModel, AutoTokenizer
+
+        model = AutoModel.from_pretrained(path, **kwargs)
+        return cls(model=model, tokenizer=AutoTokenizer.from_pretrained(path))
+
+    # ------------------------------------------------------------------ inputs
+    def _tokens(self, instructions: list[str], device) -> tuple[Tensor, Tensor]:
+        ids = []
+        for text in instructions:
+            if text not in self._token_cache:
+                self._token_cache[text] = self.tokenizer(text)["input_ids"][: self.model.config.max_text_len]
+            ids.append(self._token_cache[text] or [self.tokenizer.pad_token_id])
+        L = max(len(x) for x in ids)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.full((len(ids), L), pad, dtype=torch.long)
+        mask = torch.zeros((len(ids), L), dtype=torch.long)
+        for i, x in enumerate(ids):
+            input_ids[i, : len(x)] = torch.as_tensor(x)
+            mask[i, : len(x)] = 1
+        return input_ids.to(device), mask.to(device)
+
+    def model_inputs(self, obs: dict) -> dict:
+        cfg, device = self.model.config, self._act_center.device
+        inputs: dict = {}
+        if cfg.cameras:
+            inputs["pixel_values"] = dict(
+                zip(cfg.cameras, image_tensors(obs, cfg.cameras, device), strict=True)
+            )
+        if cfg.state_dim:
+            inputs["state"] = state_tensor(obs, device)
+        instructions = list(obs.get("instruction") or [])
+        if instructions:
+            inputs["input_ids"], inputs["attention_mask"] = self._tokens(instructions, device)
+        return inputs
+
+    # ----------------------------------------------------------------- policy
+    def distribution(self, obs: dict) -> tuple[ChunkGaussian, Tensor]:
+        out = self.model(**self.model_inputs(obs))
+        return ChunkGaussian(out.action_mean, out.action_log_std), out.value
+
+    def forward(self, batch: dict) -> dict[str, Tensor]:
+        dist, value = self.distribution(batch["obs"])
+        out = {"mean": dist.mean, "entropy": dist.entropy(), "value": value}
+        if batch.get("raw_actions") is not None:
+            out["log_prob"] = dist.log_prob(batch["raw_actions"])
+        return out
+
+    @torch.no_grad()
+    def value(self, obs: dict) -> Tensor:
+        return self.distribution(obs)[1]
+
+    @torch.no_grad()
+    def predict_action_batch(self, obs: dict, deterministic: bool = False) -> PolicyOutput:
+        dist, value = self.distribution(obs)
+        raw, logp = dist.sample(deterministic)
+        return PolicyOutput(self.to_env_actions(raw), raw, logp, value)

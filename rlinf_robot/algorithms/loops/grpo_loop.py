@@ -1,0 +1,147 @@
+"""GRPO fine-tuning: G repeats of the same N starts, outcome rewards, group-relative advantages.
+
+A group is one env index across the G repeats of ``env.reset(seed=s)`` (a seeded reset gives the
+same start and instruction every time), so any deterministic-seeded batched env works unchanged.
+Each repeat runs until every env has finished one episode; decisions after an env's end are masked.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from rlinf_robot.algorithms.grpo import group_relative_advantages, grpo_loss
+from rlinf_robot.algorithms.loops.ppo_loop import TrainResult
+from rlinf_robot.algorithms.loops.rollout import env_step, episode_success, flatten_obs, stack_obs, take_obs
+from rlinf_robot.envs.spec import BatchedEnv
+
+
+@dataclass
+class GRPOConfig:
+    group_size: int = 4  # G repeats per start
+    max_decisions: int = 64  # per episode (chunks)
+    epochs: int = 4
+    minibatch_size: int = 256
+    lr: float = 1e-4
+    clip: float = 0.2
+    kl_coef: float = 0.0  # KL to the policy at the start of fine-tuning
+    reward: str = "success"  # "success" (outcome) or "return" (episode return)
+    max_grad_norm: float = 1.0
+
+
+@dataclass
+class GroupBatch:
+    obs: dict  # flat [B, ...]
+    raw_actions: torch.Tensor  # [B, H, A]
+    log_prob: torch.Tensor  # [B] behaviour log-probs
+    advantages: torch.Tensor  # [B]
+    mask: torch.Tensor  # [B] decision happened inside the env's episode
+    success_rate: float
+
+
+@torch.no_grad()
+def collect_groups(env: BatchedEnv, policy, seed: int, cfg: GRPOConfig) -> GroupBatch:
+    N = env.num_envs
+    obs_l, raw_l, logp_l, mask_l, rep_l, outcomes, succ = [], [], [], [], [], [], []
+    for g in range(cfg.group_size):
+        obs = env.reset(seed=seed)
+        alive = np.ones(N, bool)
+        ret, won = np.zeros(N), np.zeros(N, bool)
+        for _ in range(cfg.max_decisions):
+            out = policy.predict_action_batch(obs)
+            obs_l.append(obs)
+            raw_l.append(out.raw_actions)
+            logp_l.append(out.log_prob)
+            mask_l.append(alive.copy())
+            rep_l.append(g)
+            obs, r, term, trunc, info = env_step(env, out.actions)
+            done = term | trunc
+            ret += np.where(alive, r, 0.0)
+            won |= episode_success(info, term, trunc) & alive & done
+            alive &= ~done
+            if not alive.any():
+                break
+        outcomes.append(won.astype(np.float32) if cfg.reward == "success" else ret.astype(np.float32))
+        succ.append(won.mean())
+    adv_ng = group_relative_advantages(torch.as_tensor(np.stack(outcomes, 1)))  # [N, G]
+    adv = torch.stack([adv_ng[:, g] for g in rep_l])  # [T_total, N]
+    return GroupBatch(
+        flatten_obs(stack_obs(obs_l)),
+        torch.stack(raw_l).flatten(0, 1),
+        torch.stack(logp_l).flatten(),
+        adv.flatten(),
+        torch.as_tensor(np.stack(mask_l)).flatten(),
+        float(np.mean(succ)),
+    )
+
+
+def grpo_update(policy, ref_policy, optimizer, batch: GroupBatch, cfg: GRPOConfig, generator=None) -> dict:
+    """Clipped-ratio epochs over the decisions that carry signal (alive, non-zero advantage)."""
+    keep = torch.nonzero(batch.mask & (batch.advantages != 0)).flatten()
+    stats: dict[str, float] = {"decisions": float(len(keep))}
+    if len(keep) == 0:
+        return stats
+    for _ in range(cfg.epochs):
+        perm = keep[torch.randperm(len(keep), generator=generator)]
+        for start in range(0, len(perm), cfg.minibatch_size):
+            idx = perm[start : start + cfg.minibatch_size]
+            mb_obs = take_obs(batch.obs, idx)
+            out = policy({"obs": mb_obs, "raw_actions": batch.raw_actions[idx]})
+            ref_logp = None
+            if ref_policy is not None and cfg.kl_coef > 0:
+                with torch.no_grad():
+                    ref_logp = ref_policy({"obs": mb_obs, "raw_actions": batch.raw_actions[idx]})["log_prob"]
+            loss, st = grpo_loss(
+                out["log_prob"],
+                batch.log_prob[idx],
+                batch.advantages[idx],
+                clip=cfg.clip,
+                ref_log_prob=ref_logp,
+                kl_coef=cfg.kl_coef,
+            )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            stats.update({k: float(v) for k, v in st.items()})
+    return stats
+
+
+def train_grpo(
+    env: BatchedEnv,
+    policy,
+    cfg: GRPOConfig,
+    *,
+    iterations: int,
+    seed: int = 0,
+    eval_fn: Callable[[], float] | None = None,
+    log: Callable[[dict], None] | None = None,
+) -> TrainResult:
+    """``iterations`` rounds of (G x N episodes from one seed, GRPO update); a new seed each round."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr)
+    steps, history, rate = 0, [], 0.0
+    t0 = time.perf_counter()
+    for it in range(iterations):
+        batch = collect_groups(env, policy, seed=seed * 100_003 + it, cfg=cfg)
+        steps += int(batch.mask.sum()) * policy.chunk_size
+        stats = grpo_update(policy, ref, optimizer, batch, cfg, gen)
+        rate = eval_fn() if eval_fn is not None else batch.success_rate
+        stats.update(
+            iteration=it,
+            env_steps=steps,
+            rollout_success=batch.success_rate,
+            success_rate=rate,
+            wall_s=time.perf_counter() - t0,
+        )
+        history.append(stats)
+        if log:
+            log(stats)
+    return TrainResult(steps, time.perf_counter() - t0, rate, False, history)
