@@ -1,0 +1,354 @@
+"""Placement: pure functions from a resource spec + group specs to a ``Plan`` of bundles.
+
+Why pure: the same planner runs on a 2-core laptop with logical GPUs and on a 64-GPU cluster,
+so it can be doctested and reviewed without starting Ray. ``cluster.py`` turns a plan into one Ray
+placement group (one bundle per accelerator set or CPU-only rank) and ``WorkerGroup`` puts each
+rank into its bundle.
+
+Every strategy reduces to *share sets*: groups in one set share the same accelerators (time-sliced,
+with offload), different sets get disjoint accelerators.
+
+- ``collocated``: one set holding every group.
+- ``disaggregated``: each group is its own set.
+- ``hybrid``: the sets are given, e.g. ``share=[["env", "rollout"]]``; unlisted groups stand alone.
+
+CPU-only groups in a set run on the nodes of that set's accelerators; elsewhere they are spread over
+nodes in blocks. CPU cores are handed out per bundle on each node (see ``affinity.py`` for how a
+worker pins itself to them); when more cores are asked than a node has, cores are shared and each
+bundle's Ray CPU amount shrinks proportionally, so a plan always fits the cluster.
+
+>>> spec = ResourceSpec.uniform(num_nodes=1, gpus_per_node=2, cpus_per_node=4)
+>>> groups = [GroupSpec("actor", 2, gpus_per_rank=1), GroupSpec("rollout", 2, gpus_per_rank=1),
+...           GroupSpec("env", 2)]
+>>> print(make_plan("collocated", spec, groups, affinity="auto").describe())
+collocated plan: 1 node(s), 2 accelerator(s), 4 bundle(s), affinity=auto
+group    rank  node  gpus  gpu_share  cores  cpu_share  bundle
+actor    0     0     0     0.5        0      0.5        0
+actor    1     0     1     0.5        1      0.5        1
+rollout  0     0     0     0.5        0      0.5        0
+rollout  1     0     1     0.5        1      0.5        1
+env      0     0     -     0          2      1.0        2
+env      1     0     -     0          3      1.0        3
+>>> plan = make_plan("disaggregated", spec, groups)
+Traceback (most recent call last):
+...
+rlinf_robot.scheduler.errors.PlacementError: disaggregated: group(s) ['rollout'] ask 2 accelerator(s) but only 0 of 2 are free
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlinf_robot.scheduler.affinity import assign_cores
+from rlinf_robot.scheduler.errors import PlacementError
+from rlinf_robot.scheduler.resources import GroupSpec, ResourceSpec
+
+__all__ = [
+    "Bundle", "GroupSpec", "Plan", "RankPlacement", "ResourceSpec",
+    "collocated", "disaggregated", "hybrid", "make_plan", "placement_modes", "register_placement",
+]
+
+
+def _floor4(x: float) -> float:
+    """Ray keeps resources in 1e-4 units; round down so shares never sum past a bundle."""
+    return math.floor(x * 10_000 + 1e-9) / 10_000
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """One Ray placement-group bundle: accelerators ``gpus`` (node-local) on ``node``, ``num_cpus``."""
+
+    node: int
+    gpus: tuple[int, ...]
+    num_cpus: float
+    cores: tuple[int, ...]
+
+    def resources(self, node_address: str = "") -> dict[str, float]:
+        """Ray resource dict; ``node_address`` pins the bundle to that node (multi-node clusters)."""
+        res: dict[str, float] = {"CPU": self.num_cpus}
+        if self.gpus:
+            res["GPU"] = float(len(self.gpus))
+        if node_address:
+            res[f"node:{node_address}"] = 0.001
+        return res
+
+
+@dataclass(frozen=True)
+class RankPlacement:
+    """Where one rank runs. ``gpus``/``cores`` are node-local; shares are what it asks Ray for."""
+
+    group: str
+    rank: int
+    node: int
+    gpus: tuple[int, ...]
+    global_gpus: tuple[int, ...]
+    cores: tuple[int, ...]
+    bundle: int
+    gpu_share: float
+    cpu_share: float
+    threads: int = 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: str
+    resources: ResourceSpec
+    bundles: tuple[Bundle, ...]
+    ranks: tuple[RankPlacement, ...]
+    affinity: str
+
+    def group(self, name: str) -> list[RankPlacement]:
+        ranks = [r for r in self.ranks if r.group == name]
+        if not ranks:
+            raise PlacementError(f"no group {name!r} in plan; groups: {self.group_names()}")
+        return ranks
+
+    def group_names(self) -> list[str]:
+        return list(dict.fromkeys(r.group for r in self.ranks))
+
+    def devices(self, name: str) -> list[tuple[int, ...]]:
+        """Global accelerator indices of each rank of group ``name``."""
+        return [r.global_gpus for r in self.group(name)]
+
+    def describe(self) -> str:
+        """The plan as a table: one line per rank (also logged when a cluster launches it)."""
+        head = (f"{self.mode} plan: {len(self.resources.nodes)} node(s), {self.resources.total_gpus} "
+                f"accelerator(s), {len(self.bundles)} bundle(s), affinity={self.affinity}")
+        rows = [("group", "rank", "node", "gpus", "gpu_share", "cores", "cpu_share", "bundle")]
+        for r in self.ranks:
+            rows.append((r.group, str(r.rank), str(r.node), _fmt(r.gpus), f"{r.gpu_share:g}",
+                         _fmt(r.cores), f"{r.cpu_share:g}" if r.cpu_share % 1 else f"{r.cpu_share:.1f}",
+                         str(r.bundle)))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+        return "\n".join([head, *lines])
+
+
+def _fmt(ids: tuple[int, ...]) -> str:
+    return ",".join(map(str, ids)) if ids else "-"
+
+
+# ---------------------------------------------------------------- the registry of strategies
+Strategy = Callable[..., Plan]
+_STRATEGIES: dict[str, Strategy] = {}
+
+
+def register_placement(name: str) -> Callable[[Strategy], Strategy]:
+    def deco(fn: Strategy) -> Strategy:
+        _STRATEGIES[name] = fn
+        return fn
+
+    return deco
+
+
+def placement_modes() -> list[str]:
+    return sorted(_STRATEGIES)
+
+
+def make_plan(mode: str, resources: ResourceSpec, groups: Sequence[GroupSpec], **options: Any) -> Plan:
+    """Look ``mode`` up in the registry and plan. Unknown mode -> error listing the known ones."""
+    try:
+        strategy = _STRATEGIES[mode]
+    except KeyError:
+        raise PlacementError(f"placement mode {mode!r} unknown; known: {placement_modes()}") from None
+    return strategy(resources, groups, **options)
+
+
+@register_placement("collocated")
+def collocated(resources: ResourceSpec, groups: Sequence[GroupSpec], affinity: Any = None) -> Plan:
+    """All groups share the same accelerators (time-sliced; idle groups offload).
+
+    >>> spec = ResourceSpec.uniform(num_nodes=8, gpus_per_node=8, cpus_per_node=64)
+    >>> plan = collocated(spec, [GroupSpec("actor", 64, 1), GroupSpec("rollout", 64, 1)])
+    >>> plan.devices("actor") == plan.devices("rollout"), len(plan.bundles), plan.group("rollout")[9].node
+    (True, 64, 1)
+    """
+    return _plan("collocated", resources, groups, [[g.name for g in groups]], affinity)
+
+
+@register_placement("disaggregated")
+def disaggregated(resources: ResourceSpec, groups: Sequence[GroupSpec], affinity: Any = None) -> Plan:
+    """Each group on its own accelerators; overlapping explicit ``devices`` are an error.
+
+    >>> spec = ResourceSpec.uniform(num_nodes=8, gpus_per_node=8, cpus_per_node=64)
+    >>> plan = disaggregated(spec, [GroupSpec("actor", 32, 1), GroupSpec("rollout", 16, 2)])
+    >>> plan.devices("actor")[-1], plan.devices("rollout")[0], plan.group("rollout")[0].node
+    ((31,), (32, 33), 4)
+    >>> disaggregated(spec, [GroupSpec("a", 2, 1, devices=(0, 1)), GroupSpec("b", 2, 1, devices=(1, 2))])
+    Traceback (most recent call last):
+    ...
+    rlinf_robot.scheduler.errors.PlacementError: disaggregated: groups ['b'] and ['a'] overlap on accelerator(s) [1]
+    """
+    return _plan("disaggregated", resources, groups, [[g.name] for g in groups], affinity)
+
+
+@register_placement("hybrid")
+def hybrid(
+    resources: ResourceSpec,
+    groups: Sequence[GroupSpec],
+    share: Sequence[Sequence[str]] = (),
+    affinity: Any = None,
+) -> Plan:
+    """Groups listed together in ``share`` share accelerators; sets are disjoint from each other.
+
+    >>> spec = ResourceSpec.uniform(num_nodes=1, gpus_per_node=2, cpus_per_node=2)
+    >>> groups = [GroupSpec("env", 1), GroupSpec("rollout", 1, 1), GroupSpec("actor", 1, 1)]
+    >>> plan = hybrid(spec, groups, share=[["env", "rollout"]])
+    >>> plan.devices("rollout"), plan.devices("actor"), plan.group("env")[0].node
+    ([(0,)], [(1,)], 0)
+    """
+    named = {g.name for g in groups}
+    seen: set[str] = set()
+    sets: list[list[str]] = []
+    for members in share:
+        members = list(members)
+        bad = [m for m in members if m not in named]
+        if bad:
+            raise PlacementError(f"hybrid.share names unknown group(s) {bad}; groups: {sorted(named)}")
+        dup = [m for m in members if m in seen]
+        if dup:
+            raise PlacementError(f"hybrid.share lists group(s) {dup} in more than one set")
+        seen.update(members)
+        sets.append(members)
+    sets += [[g.name] for g in groups if g.name not in seen]
+    return _plan("hybrid", resources, groups, sets, affinity)
+
+
+# ---------------------------------------------------------------- the planner behind all three
+def _plan(mode: str, res: ResourceSpec, groups: Sequence[GroupSpec], sets: list[list[str]],
+          affinity: Any) -> Plan:
+    by_name = {g.name: g for g in groups}
+    if len(by_name) != len(groups):
+        raise PlacementError(f"{mode}: group names must be unique, got {[g.name for g in groups]}")
+    set_devices = _allocate(mode, res, by_name, sets)
+
+    # Rank -> (node, node-local gpus, global gpus)
+    located: list[tuple[GroupSpec, int, int, tuple[int, ...], tuple[int, ...]]] = []
+    for members, devs in zip(sets, set_devices, strict=True):
+        for name in members:
+            g = by_name[name]
+            for r in range(g.num_ranks):
+                if g.gpus_per_rank:
+                    mine = devs[r * g.gpus_per_rank:(r + 1) * g.gpus_per_rank]
+                    where = {res.gpu_location(d)[0] for d in mine}
+                    if len(where) != 1:
+                        raise PlacementError(f"{mode}: {name}[{r}] would span nodes {sorted(where)} "
+                                             f"(accelerators {list(mine)}); use gpus_per_rank <= node size")
+                    node = where.pop()
+                    local = tuple(res.gpu_location(d)[1] for d in mine)
+                    located.append((g, r, node, local, tuple(mine)))
+                else:
+                    if devs:
+                        node = res.gpu_location(devs[r * len(devs) // g.num_ranks])[0]
+                    else:
+                        node = r * len(res.nodes) // g.num_ranks
+                    located.append((g, r, node, (), ()))
+    located.sort(key=lambda x: ([g.name for g in groups].index(x[0].name), x[1]))
+
+    # Bundles: one per distinct accelerator set (shared by collocated ranks), one per CPU-only rank.
+    bundle_of: dict[tuple[int, tuple[int, ...]], int] = {}
+    members_of: list[list[int]] = []
+    bundle_node: list[int] = []
+    bundle_gpus: list[tuple[int, ...]] = []
+    rank_bundle: list[int] = []
+    for i, (_, _, node, local, _) in enumerate(located):
+        key = (node, local)
+        if local and key in bundle_of:
+            b = bundle_of[key]
+        else:
+            b = len(members_of)
+            members_of.append([])
+            bundle_node.append(node)
+            bundle_gpus.append(local)
+            if local:
+                bundle_of[key] = b
+        members_of[b].append(i)
+        rank_bundle.append(b)
+    _check_overlaps(mode, located, bundle_of)
+
+    # CPU: each bundle wants the max cores of its (time-sliced) members; shrink to fit the node.
+    demand = [max(located[i][0].cpus_per_rank for i in m) for m in members_of]
+    bundle_cores: list[tuple[int, ...]] = [()] * len(members_of)
+    bundle_cpus: list[float] = [0.0] * len(members_of)
+    for n, node in enumerate(res.nodes):
+        mine = [b for b in range(len(members_of)) if bundle_node[b] == n]
+        total = sum(demand[b] for b in mine)
+        scale = min(1.0, node.num_cpus / total) if total else 1.0
+        start = 0
+        for b in mine:
+            bundle_cores[b] = tuple((start + k) % node.num_cpus for k in range(min(demand[b], node.num_cpus)))
+            start += demand[b]
+            bundle_cpus[b] = max(_floor4(demand[b] * scale), 0.0001)
+
+    bundles = tuple(Bundle(bundle_node[b], bundle_gpus[b], bundle_cpus[b], bundle_cores[b])
+                    for b in range(len(members_of)))
+    auto_cores = [bundle_cores[rank_bundle[i]] for i in range(len(located))]
+    cores, affinity_name = assign_cores(affinity, [(g.name, r, node) for g, r, node, _, _ in located],
+                                        auto_cores, [n.num_cpus for n in res.nodes])
+    ranks = []
+    for i, (g, r, node, local, glob) in enumerate(located):
+        sharers = len(members_of[rank_bundle[i]])
+        if len(local) > 1 and sharers > 1:
+            raise PlacementError(f"{mode}: {g.name}[{r}] holds {len(local)} accelerators shared with other "
+                                 "ranks; Ray can share only single accelerators (use gpus_per_rank=1)")
+        gpu_share = float(len(local)) if sharers == 1 else _floor4(1.0 / sharers)
+        cpu_share = max(_floor4(bundle_cpus[rank_bundle[i]] / sharers), 0.0001)
+        ranks.append(RankPlacement(g.name, r, node, local, glob, cores[i], rank_bundle[i],
+                                   gpu_share if local else 0.0, cpu_share, g.cpus_per_rank))
+    return Plan(mode, res, bundles, tuple(ranks), affinity_name)
+
+
+def _allocate(mode: str, res: ResourceSpec, by_name: Mapping[str, GroupSpec],
+              sets: list[list[str]]) -> list[tuple[int, ...]]:
+    """Accelerators of each share set: explicit ``devices`` first, then the lowest free ones."""
+    total = res.total_gpus
+    out: list[tuple[int, ...] | None] = [None] * len(sets)
+    owner: dict[int, list[str]] = {}
+    for s, members in enumerate(sets):
+        explicit = {by_name[m].devices for m in members if by_name[m].devices is not None}
+        if len(explicit) > 1:
+            raise PlacementError(f"{mode}: groups {members} share accelerators but list different devices")
+        if explicit:
+            devs = explicit.pop()
+            bad = [d for d in devs if not 0 <= d < total]
+            if bad:
+                raise PlacementError(f"{mode}: group(s) {members} ask accelerator(s) {bad}; the cluster "
+                                     f"has {total} (0-{total - 1})")
+            need = max(by_name[m].num_gpus for m in members)
+            if len(devs) < need:
+                raise PlacementError(f"{mode}: group(s) {members} need {need} accelerators, devices lists "
+                                     f"{len(devs)}")
+            clash = sorted(d for d in devs if d in owner)
+            if clash:
+                raise PlacementError(f"{mode}: groups {members} and {owner[clash[0]]} overlap on "
+                                     f"accelerator(s) {clash}")
+            for d in devs:
+                owner[d] = members
+            out[s] = devs
+    for s, members in enumerate(sets):
+        if out[s] is not None:
+            continue
+        need = max(by_name[m].num_gpus for m in members)
+        free = [d for d in range(total) if d not in owner]
+        if need > len(free):
+            raise PlacementError(f"{mode}: group(s) {members} ask {need} accelerator(s) but only "
+                                 f"{len(free)} of {total} are free")
+        out[s] = tuple(free[:need])
+        for d in out[s]:
+            owner[d] = members
+    return [tuple(o or ()) for o in out]
+
+
+def _check_overlaps(mode: str, located: list, bundle_of: Mapping[tuple[int, tuple[int, ...]], int]) -> None:
+    """Two ranks on different but intersecting accelerator sets cannot be expressed as bundles."""
+    seen: dict[tuple[int, int], tuple[int, ...]] = {}
+    for g, r, node, local, _ in located:
+        for d in local:
+            other = seen.setdefault((node, d), local)
+            if other != local:
+                raise PlacementError(f"{mode}: {g.name}[{r}] uses accelerators {list(local)} on node {node}, "
+                                     f"which partly overlap {list(other)}; groups sharing accelerators "
+                                     "need the same gpus_per_rank")

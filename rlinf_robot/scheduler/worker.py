@@ -1,0 +1,225 @@
+"""``Worker``: the base class of every process the scheduler launches (one Ray actor per rank).
+
+How to write a worker
+---------------------
+Subclass ``Worker``, do your set-up in ``__init__`` (call ``super().__init__()`` first), and expose
+plain methods; ``WorkerGroup`` calls them on all ranks or one::
+
+    class ActorWorker(Worker):
+        def __init__(self, lr: float = 1e-3):
+            super().__init__()
+            import torch                       # heavy imports inside the worker process
+            self.model = torch.nn.Linear(8, 2).to(self.device)
+            self.optim = torch.optim.Adam(self.model.parameters(), lr=lr)
+            self.register_offload(model=self.model, optim=self.optim)   # collocated mode
+
+        def train_step(self, batch: dict) -> dict:
+            with self.timeline.span("train_step"):
+                ...
+            return {"loss": 0.0}
+
+    group = WorkerGroup.launch(ActorWorker, "actor", reservation, kwargs={"lr": 3e-4})
+    losses = group.call("train_step", batch).wait()          # one result per rank
+
+What the base gives a subclass (already set when ``__init__`` runs):
+
+- ``self.rank``, ``self.world_size``, ``self.local_rank``, ``self.group_name``, ``self.info``
+  (the full ``WorkerInfo``: node, accelerators, cores); env vars ``RANK``, ``WORLD_SIZE``,
+  ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT`` (for ``torch.distributed`` within the group)
+  and ``CUDA_VISIBLE_DEVICES`` (set by Ray from the placement; logical ids on CPU test clusters).
+- ``self.device``: ``"cuda"`` when the rank holds an accelerator and CUDA works, else ``"cpu"``.
+- CPU pinning and thread count (``OMP_NUM_THREADS``, torch threads) from the placement.
+- ``offload()`` / ``onload()`` for what ``register_offload`` named (time and bytes reported).
+- ``self.timeline``: spans exported to Chrome trace via ``timeline_events()``.
+
+Arguments and return values cross process boundaries through Ray: keep them plain data (numpy
+arrays, tensors, dicts, lists, numbers, strings). Workers are created by ``WorkerGroup``; do not
+call ``ray.remote`` on them yourself.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rlinf_robot.scheduler.affinity import pin_to
+from rlinf_robot.scheduler.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Everything a rank knows about itself; travels to the process as a plain dict."""
+
+    group: str
+    rank: int
+    world_size: int
+    node: int = 0
+    local_rank: int = 0
+    gpus: tuple[int, ...] = ()
+    cores: tuple[int, ...] = ()
+    num_threads: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WorkerInfo:
+        d = dict(d)
+        d["gpus"], d["cores"] = tuple(d.get("gpus", ())), tuple(d.get("cores", ()))
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Worker:
+    """Base class of workers; see the module docstring for how to subclass it."""
+
+    #: Set by the bootstrap before ``__init__``; a default lets a worker be built in-process in tests.
+    info: WorkerInfo = WorkerInfo(group="local", rank=0, world_size=1)
+
+    def __init__(self) -> None:
+        self.timeline = Timeline(f"{self.info.group}[{self.info.rank}]")
+        self._offload_targets: dict[str, Any] = {}
+        self._offloaded: Any = None
+
+    # ---------------------------------------------------------------- identity
+    @property
+    def rank(self) -> int:
+        return self.info.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.info.world_size
+
+    @property
+    def local_rank(self) -> int:
+        return self.info.local_rank
+
+    @property
+    def group_name(self) -> str:
+        return self.info.group
+
+    @property
+    def device(self) -> str:
+        if not self.info.gpus:
+            return "cpu"
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def worker_info(self) -> dict[str, Any]:
+        """Identity and what the process really got (pid, visible accelerators, allowed cores)."""
+        return {
+            **self.info.to_dict(),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "affinity": sorted(os.sched_getaffinity(0)),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "master": (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")),
+        }
+
+    def ping(self, value: Any = None) -> Any:
+        return value
+
+    # ---------------------------------------------------------------- offload / onload
+    def register_offload(self, **targets: Any) -> None:
+        """Name the torch modules / optimizers that ``offload()`` moves to host memory."""
+        self._offload_targets.update(targets)
+
+    def offload(self) -> dict[str, float]:
+        """Move registered state to host memory and free it on the device. Returns bytes and seconds."""
+        from rlinf_robot.scheduler.offload import offload_state
+
+        if self._offloaded is not None:
+            return {"bytes": 0, "seconds": 0.0}
+        t0 = time.perf_counter()
+        self._offloaded = offload_state(self._offload_targets)
+        return {"bytes": self._offloaded.nbytes, "seconds": time.perf_counter() - t0}
+
+    def onload(self) -> dict[str, float]:
+        """Bring offloaded state back to the worker's device, bit-exact."""
+        from rlinf_robot.scheduler.offload import onload_state
+
+        if self._offloaded is None:
+            return {"bytes": 0, "seconds": 0.0}
+        t0 = time.perf_counter()
+        nbytes = onload_state(self._offloaded, self._offload_targets, self.device)
+        self._offloaded = None
+        return {"bytes": nbytes, "seconds": time.perf_counter() - t0}
+
+    @property
+    def is_offloaded(self) -> bool:
+        return self._offloaded is not None
+
+    # ---------------------------------------------------------------- timeline / lifecycle
+    def timeline_events(self, drain: bool = True) -> list[dict[str, Any]]:
+        return self.timeline.drain() if drain else list(self.timeline.events)
+
+    def close(self) -> None:
+        """Release resources (envs, sockets) before the process is killed. Override as needed."""
+
+
+# -------------------------------------------------------------------- inside the worker process
+def bootstrap(info: WorkerInfo) -> None:
+    """Runs first in a worker process: env vars, CPU pinning and thread counts from the placement."""
+    env = {
+        "RANK": str(info.rank),
+        "WORLD_SIZE": str(info.world_size),
+        "LOCAL_RANK": str(info.local_rank),
+        "RLINF_GROUP": info.group,
+        "OMP_NUM_THREADS": str(info.num_threads),
+        "MKL_NUM_THREADS": str(info.num_threads),
+        **info.env,
+    }
+    os.environ.update(env)
+    if info.cores:
+        pin_to(info.cores)
+    import sys
+
+    if "torch" in sys.modules:  # already imported (e.g. by a parent class module): resize its pool
+        sys.modules["torch"].set_num_threads(info.num_threads)
+
+
+def hosted_class(cls: type) -> type:
+    """A subclass of ``cls`` whose constructor takes the ``WorkerInfo`` dict first and bootstraps.
+
+    The info must be in place before the user's ``__init__`` runs (it may read ``self.rank`` or
+    import torch, which fixes its thread pool), so it cannot be sent by a later method call.
+    """
+
+    def __init__(self, _rlinf_info: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        info = WorkerInfo.from_dict(_rlinf_info)
+        bootstrap(info)
+        self.info = info
+        cls.__init__(self, *args, **kwargs)
+        if not hasattr(self, "timeline"):
+            raise TypeError(f"{cls.__name__}.__init__ must call super().__init__()")
+
+    def _rlinf_set_master(self, addr: str, port: int) -> None:
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, str(port)
+
+    def _rlinf_free_port(self) -> tuple[str, int]:
+        import ray
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1" if _is_loopback() else "", 0))
+            port = s.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    return type(cls.__name__, (cls,), {
+        "__init__": __init__,
+        "__qualname__": cls.__qualname__,
+        "__module__": cls.__module__,
+        "__doc__": cls.__doc__,
+        "_rlinf_set_master": _rlinf_set_master,
+        "_rlinf_free_port": _rlinf_free_port,
+    })
+
+
+def _is_loopback() -> bool:
+    import ray
+
+    return ray.util.get_node_ip_address().startswith("127.")
