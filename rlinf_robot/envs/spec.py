@@ -22,6 +22,18 @@ import numpy as np
 #: Per-mode base width of an action, without the optional gripper column.
 ACTION_MODES: dict[str, int] = {"joint_delta": 7, "ee_delta": 6}
 
+#: The robot part of ``obs["state"]``, first in every env (sim and real) so a policy reads the arm
+#: the same way everywhere: joint positions (rad), joint velocities (rad/s), TCP position (m, base
+#: frame), TCP orientation (quaternion w x y z, sign chosen so q . (0, 1, 0, 0) >= 0, i.e. continuous
+#: around the gripper-down pose), finger opening (m). Task columns (goal, object pose) follow.
+ROBOT_STATE_FIELDS: tuple[tuple[str, int], ...] = (
+    ("joint_pos", 7),
+    ("joint_vel", 7),
+    ("tcp_pos", 3),
+    ("tcp_quat", 4),
+    ("gripper_width", 1),
+)
+
 
 @dataclass(frozen=True)
 class ActionSpec:
@@ -57,6 +69,22 @@ class ObsSpec:
 
     state_shape: tuple[int, ...]
     images: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # cam -> (H, W, 3)
+    #: Optional names and widths of the state columns, in order (e.g. ROBOT_STATE_FIELDS + task's).
+    state_fields: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self):
+        if self.state_fields:
+            width = sum(w for _, w in self.state_fields)
+            if self.state_shape != (width,):
+                raise ValueError(f"state_fields add up to ({width},), state_shape is {self.state_shape}")
+
+    def state_slices(self) -> dict[str, slice]:
+        """Column slice of each named state field (empty when the env does not name them)."""
+        out, start = {}, 0
+        for name, width in self.state_fields:
+            out[name] = slice(start, start + width)
+            start += width
+        return out
 
     def shapes(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         out = {"state": (self.state_shape, np.dtype(np.float32))}

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from rlinf_robot.envs.spec import BatchedEnv, Obs, ObsSpec
+from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
 from rlinf_robot.errors import ConfigError
 from sim.mujoco import dr_apply
 from sim.mujoco.config import MujocoConfig
@@ -25,10 +25,8 @@ from sim.mujoco.control import GRIPPER_MAX_WIDTH, ActionMapper
 from sim.mujoco.scene import build_model
 from sim.mujoco.tasks.base import READY_Q, Batch, Task
 
-#: The robot part of the state vector, shared with the real arm's env; task columns follow.
-ROBOT_STATE = (("joint_pos", 7), ("joint_vel", 7), ("tcp_pos", 3), ("tcp_quat", 4), ("gripper_width", 1))
-ROBOT_STATE_DIM = sum(w for _, w in ROBOT_STATE)
 _CTRL_PER_METRE = 255.0 / GRIPPER_MAX_WIDTH  # the hand actuator's ctrl range 0..255 spans 0..8 cm
+GRIP_STIFFNESS_SCALE = 10.0
 
 
 #: Reference for the TCP quaternion's sign: the gripper pointing down (180 deg about x). The TCP spends
@@ -52,7 +50,8 @@ def mat_to_quat(m: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
 
 
 def tune_servos(model) -> None:
-    """Critically damp the arm's position servos at the start pose: kv_i = 2 sqrt(kp_i M_ii).
+    """Critically damp the arm's position servos at the start pose (kv_i = 2 sqrt(kp_i M_ii)) and
+    stiffen the hand's.
 
     The shipped kv (kp / 10) makes every joint a 0.1 s first-order lag, so a 20 Hz target would be
     reached only ~40 % within its tick; the real FR3's controller tracks a commanded step within a
@@ -67,6 +66,10 @@ def tune_servos(model) -> None:
     mujoco.mj_fullM(model, data, full)
     kp = model.actuator_gainprm[:7, 0]
     model.actuator_biasprm[:7, 2] = -2.0 * np.sqrt(kp * np.diag(full)[:7])
+    # The shipped hand servo (100 N/m on the finger tendon) squeezes a 4 cm block with ~2 N, too weak
+    # to lift it; the real Franka Hand grasps with 20-70 N. Ten times stiffer: ~20 N on that block.
+    model.actuator_gainprm[7, 0] *= GRIP_STIFFNESS_SCALE
+    model.actuator_biasprm[7, 1:3] *= GRIP_STIFFNESS_SCALE
 
 
 class MujocoFR3Env(BatchedEnv):
@@ -97,7 +100,8 @@ class MujocoFR3Env(BatchedEnv):
         self.mapper = ActionMapper(cfg.action_mode, self.gripper, cfg.control_hz)
         self.action_spec = self.mapper.spec
         images = {c: (cfg.image_size, cfg.image_size, 3) for c in cfg.cameras} if cfg.image_size else {}
-        self.obs_spec = ObsSpec(state_shape=(ROBOT_STATE_DIM + task.feature_dim,), images=images)
+        fields = ROBOT_STATE_FIELDS + task.features
+        self.obs_spec = ObsSpec((sum(w for _, w in fields),), images, fields)
         self.instruction = task.instruction
 
         self._jacp = np.zeros((n, 3, base.nv))

@@ -8,6 +8,8 @@ drawn (table, objects, markers, arm collision meshes) unless full meshes were as
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 
@@ -35,6 +37,8 @@ class CameraRig:
             cam.fixedcamid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
             self._cams[name] = cam
         self._buf = np.empty((size, size, 3), np.uint8)
+        # Free GL resources before interpreter teardown (GLContext.__del__ then fails noisily).
+        self._finalizer = weakref.finalize(self, _free, self._ctx, self._gl)
 
     def render(self, models, datas) -> dict[str, np.ndarray]:
         """{camera: uint8[N, size, size, 3]} for the current state of every env."""
@@ -51,7 +55,9 @@ class CameraRig:
         return out
 
     def close(self) -> None:
-        if self._gl is not None:
-            self._ctx.free()
-            self._gl.free()
-            self._gl = None
+        self._finalizer()
+
+
+def _free(ctx, gl) -> None:
+    ctx.free()
+    gl.free()

@@ -20,7 +20,7 @@ def grasp_point(b: Batch) -> np.ndarray:
 def grasped(b: Batch) -> np.ndarray:
     """Fingers closed on the block: opening about the block width, block between the fingertips."""
     near = np.linalg.norm(grasp_point(b) - b.tcp_pos, axis=1) < 0.03
-    return near & (b.width > 2 * HALF[0] - 0.01) & (b.width < 2 * HALF[0] + 0.005)
+    return near & (b.width > 2 * HALF[0] - 0.008) & (b.width < 2 * HALF[0] + 0.01)
 
 
 @mujoco_task

@@ -1,0 +1,108 @@
+"""Scripted experts for the MuJoCo tasks, reading only ``obs["state"]`` (ee_delta actions).
+
+They prove each task is solvable and its success predicate honest (tests/sim/test_learning.py), give
+demonstrations for RLPD-style demo mixing, and pose the arm for the README pictures. Each is a
+stateless function of the observation, so it works on any batch of envs at any point of an episode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.mujoco.tasks.lift import GRASP_HEIGHT
+from sim.mujoco.tasks.push import HALF as PUSH_HALF
+from sim.mujoco.tasks.push import PUSH_HEIGHT
+
+_STEP = 0.02  # m per tick (the safety filter's cap at <= 25 Hz)
+_GAIN = 1.5  # proportional gain on the position error (per tick)
+
+
+def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    aw, ax, ay, az = a.T
+    bw, bx, by, bz = b.T
+    return np.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], axis=1)
+
+
+def _rotvec_to(q_now: np.ndarray, q_goal: np.ndarray) -> np.ndarray:
+    """World-frame rotation vector taking q_now to q_goal (shortest way)."""
+    conj = q_now * np.array([1.0, -1.0, -1.0, -1.0])
+    rel = _qmul(q_goal, conj)
+    rel *= np.where(rel[:, :1] < 0, -1.0, 1.0)
+    s = np.linalg.norm(rel[:, 1:], axis=1, keepdims=True)
+    angle = 2.0 * np.arctan2(s, rel[:, :1])
+    return rel[:, 1:] * np.where(s > 1e-9, angle / np.maximum(s, 1e-12), 2.0)
+
+
+def _down(yaw: np.ndarray) -> np.ndarray:
+    """TCP quaternion pointing down with the fingers' closing axis rotated by ``yaw`` about z."""
+    return np.stack([np.zeros_like(yaw), np.cos(yaw / 2), np.sin(yaw / 2), np.zeros_like(yaw)], axis=1)
+
+
+def _move(tcp: np.ndarray, target: np.ndarray, quat: np.ndarray, yaw: np.ndarray | None = None) -> np.ndarray:
+    dp = np.clip(_GAIN * (target - tcp), -_STEP, _STEP)
+    yaw = np.zeros(len(tcp)) if yaw is None else yaw
+    rot = np.clip(_rotvec_to(quat, _down(yaw)), -0.075, 0.075)
+    return np.concatenate([dp, rot], axis=1)
+
+
+def _fields(env, state: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: state[:, s].astype(np.float64) for k, s in env.obs_spec.state_slices().items()}
+
+
+def reach(env, obs) -> np.ndarray:
+    f = _fields(env, obs["state"])
+    return _move(f["tcp_pos"], f["goal_pos"], f["tcp_quat"]).astype(np.float32)
+
+
+def push(env, obs) -> np.ndarray:
+    """Go above the spot behind the block, descend, then push through it towards the goal."""
+    f = _fields(env, obs["state"])
+    tcp, obj, goal = f["tcp_pos"], f["obj_pos"], f["goal_pos"]
+    direction = goal[:, :2] - obj[:, :2]
+    direction /= np.maximum(np.linalg.norm(direction, axis=1, keepdims=True), 1e-6)
+    behind = obj[:, :2] - direction * (PUSH_HALF[0] + 0.025)
+    off = np.linalg.norm(tcp[:, :2] - behind, axis=1)
+    aligned = off < 0.02
+    low = tcp[:, 2] < PUSH_HEIGHT + 0.02
+    target = np.empty_like(tcp)
+    # Not behind the block: travel high (above the block), then come down behind it.
+    high = np.where(off > 0.03, 0.13, PUSH_HEIGHT)
+    target[:, :2] = behind
+    target[:, 2] = np.where(aligned, PUSH_HEIGHT, high)
+    pushing = aligned & low
+    target[pushing, :2] = behind[pushing] + direction[pushing] * 0.04
+    yaw = np.arctan2(direction[:, 1], direction[:, 0])  # fingers across the push direction
+    return _move(tcp, target, f["tcp_quat"], yaw).astype(np.float32)
+
+
+def lift(env, obs) -> np.ndarray:
+    """Hover over the block, descend open, close, lift once the fingers hold it."""
+    f = _fields(env, obs["state"])
+    tcp, obj, width = f["tcp_pos"], f["obj_pos"], f["gripper_width"][:, 0]
+    q = f["obj_quat"]
+    obj_yaw = 2.0 * np.arctan2(q[:, 3], q[:, 0])  # the block stays upright: yaw only
+    yaw = (obj_yaw + np.pi / 4) % (np.pi / 2) - np.pi / 4  # block is square: nearest 90 deg
+    above = np.linalg.norm(tcp[:, :2] - obj[:, :2], axis=1) < 0.01
+    at_height = tcp[:, 2] < GRASP_HEIGHT + 0.004
+    holding = (width > 0.032) & (width < 0.05) & (np.abs(tcp[:, 2] - obj[:, 2] - 0.02) < 0.03)
+    target = np.concatenate([obj[:, :2], np.full((len(tcp), 1), 0.15)], axis=1)
+    target[above, 2] = GRASP_HEIGHT
+    closing = above & at_height
+    grip = np.where(closing | holding, 0.0, 0.08)
+    target[closing & ~holding] = tcp[closing & ~holding]  # hold still while the fingers close
+    target[holding, :2] = obj[holding, :2]
+    target[holding, 2] = 0.25
+    act = _move(tcp, target, f["tcp_quat"], yaw)
+    return np.concatenate([act, grip[:, None]], axis=1).astype(np.float32)
+
+
+EXPERTS = {"mujoco/fr3-reach": reach, "mujoco/fr3-push": push, "mujoco/fr3-lift": lift}
+
+
+def expert_for(name: str):
+    """The scripted expert of env ``name`` (ee_delta action mode)."""
+    try:
+        return EXPERTS[name]
+    except KeyError:
+        raise KeyError(f"no scripted expert for {name!r}; have {sorted(EXPERTS)}") from None
