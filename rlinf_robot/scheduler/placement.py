@@ -214,6 +214,8 @@ def hybrid(
         seen.update(members)
         sets.append(members)
     sets += [[g.name] for g in groups if g.name not in seen]
+    order = [g.name for g in groups]
+    sets.sort(key=lambda members: min(order.index(m) for m in members))  # allocate in listed order
     return _plan("hybrid", resources, groups, sets, affinity)
 
 

@@ -31,6 +31,9 @@ What the base gives a subclass (already set when ``__init__`` runs):
 - CPU pinning and thread count (``OMP_NUM_THREADS``, torch threads) from the placement.
 - ``offload()`` / ``onload()`` for what ``register_offload`` named (time and bytes reported).
 - ``self.timeline``: spans exported to Chrome trace via ``timeline_events()``.
+- weight sync: override ``weights_module()`` to return the torch module; then the driver's
+  ``weight_sync.push_weights(actor_group, rollout_group, version)`` calls ``publish_weights`` on
+  the sender's rank 0 and ``load_weights`` on every receiver (``self.weights_version`` records it).
 
 Arguments and return values cross process boundaries through Ray: keep them plain data (numpy
 arrays, tensors, dicts, lists, numbers, strings). Workers are created by ``WorkerGroup``; do not
@@ -83,6 +86,7 @@ class Worker:
         self.timeline = Timeline(f"{self.info.group}[{self.info.rank}]")
         self._offload_targets: dict[str, Any] = {}
         self._offloaded: Any = None
+        self.weights_version = -1  # version of the weights this worker holds (-1: initial weights)
 
     # ---------------------------------------------------------------- identity
     @property
@@ -153,6 +157,41 @@ class Worker:
     @property
     def is_offloaded(self) -> bool:
         return self._offloaded is not None
+
+    # ---------------------------------------------------------------- weight sync
+    def weights_module(self) -> Any:
+        """The torch module whose weights are synced (sender: the trained policy; receiver: the
+        inference copy). Override in workers that take part in weight sync."""
+        raise NotImplementedError(f"{type(self).__name__} does not define weights_module()")
+
+    def publish_weights(self, version: int, backend: str = "object_store") -> Any:
+        """Sender side: publish the current weights as ``version``; returns a ``WeightTicket``."""
+        from rlinf_robot.scheduler.weight_sync import backend as sync_backend
+
+        return sync_backend(backend).publish(self._sync_ctx, self.weights_module(), version)
+
+    def load_weights(self, ticket: Any) -> int:
+        """Receiver side: load the weights of ``ticket``; returns (and records) the version now held."""
+        from rlinf_robot.scheduler.weight_sync import backend as sync_backend
+
+        self.weights_version = sync_backend(ticket.backend).receive(self._sync_ctx, self.weights_module(), ticket)
+        return self.weights_version
+
+    def weight_sync_open(self, world_size: int) -> tuple[str, int]:
+        from rlinf_robot.scheduler.weight_sync import CollectiveSync
+
+        return CollectiveSync.open_store(self._sync_ctx, world_size)
+
+    def weight_sync_join(self, addr: str, port: int, rank: int, world_size: int, use_cuda: bool) -> None:
+        from rlinf_robot.scheduler.weight_sync import CollectiveSync
+
+        CollectiveSync.join(self._sync_ctx, addr, port, rank, world_size, use_cuda)
+
+    @property
+    def _sync_ctx(self) -> dict[str, Any]:
+        if "_rlinf_sync_ctx" not in self.__dict__:
+            self.__dict__["_rlinf_sync_ctx"] = {}
+        return self.__dict__["_rlinf_sync_ctx"]
 
     # ---------------------------------------------------------------- timeline / lifecycle
     def timeline_events(self, drain: bool = True) -> list[dict[str, Any]]:

@@ -1,0 +1,73 @@
+"""``RolloutWorker``: policy inference for env workers, with versioned weights from the actor.
+
+It composes a policy from the registry (``policies.make(name, action_spec=..., state_dim=...)``)
+and serves ``infer(obs)`` calls; each answer carries the version of the weights that produced it,
+so every rollout step records which policy acted. Weights arrive via ``load_weights`` (see
+``rlinf_robot.scheduler.weight_sync``); in collocated placement the worker offloads its policy while
+the actor trains.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from rlinf_robot.scheduler.pipeline import stage_bounds
+from rlinf_robot.scheduler.worker import Worker
+from rlinf_robot.workers.sim_env import action_spec_from_dict
+
+
+class RolloutWorker(Worker):
+    def __init__(self, action_spec: dict[str, Any], state_dim: int, policy: str = "mlp",
+                 policy_kwargs: dict[str, Any] | None = None, seed: int = 0):
+        super().__init__()
+        import torch
+
+        import policies
+
+        torch.manual_seed(int(seed))  # same initial weights on every rank (version -1)
+        self.policy = policies.make(policy, action_spec=action_spec_from_dict(action_spec),
+                                    state_dim=int(state_dim), **dict(policy_kwargs or {}))
+        self.policy.to(self.device).eval()
+        self.register_offload(policy=self.policy)
+        self._torch = torch
+        # Observations arrive as read-only views of Ray's shared memory; the policy only reads them.
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+    def weights_module(self) -> Any:
+        return self.policy
+
+    def infer(self, obs: dict[str, Any], deterministic: bool = True, stage: int = 0) -> dict[str, Any]:
+        """Actions ``[n, H, A]`` for a batch of observations, plus the weights version used."""
+        with self.timeline.span("infer", stage=stage, n=len(obs["state"])), self._torch.inference_mode():
+            out = self.policy.predict_action_batch(obs, deterministic=deterministic)
+        result = {"actions": out.actions, "version": self.weights_version}
+        if out.log_prob is not None:
+            result["log_prob"] = out.log_prob.detach().cpu().numpy()
+        if out.value is not None:
+            result["value"] = out.value.detach().cpu().numpy()
+        return result
+
+    def stress(self, obs: dict[str, Any], num_calls: int, stages: int = 1) -> dict[str, float]:
+        """The inference workload alone: ``num_calls`` batches, each cut into ``stages`` parts
+        (for the parallel-ceiling measurement; no env, no waiting)."""
+        n = len(obs["state"])
+        parts = [{"state": obs["state"][a:b], "images": {c: v[a:b] for c, v in (obs.get("images") or {}).items()},
+                  "instruction": list(obs.get("instruction", []))[a:b]} for a, b in stage_bounds(n, stages)]
+        t0 = time.time()
+        with self._torch.inference_mode():
+            for _ in range(num_calls):
+                for p in parts:
+                    self.policy.predict_action_batch(p, deterministic=True)
+        return {"start": t0, "end": time.time(), "calls": num_calls * stages}
+
+    def state_checksum(self) -> float:
+        """Sum of all weights (a cheap way for tests to see that a sync or onload landed)."""
+        return float(sum(p.detach().double().sum().item() for p in self.policy.state_dict().values()
+                         if p.is_floating_point()))
+
+    def numpy_state(self) -> dict[str, np.ndarray]:
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.policy.state_dict().items()}

@@ -1,0 +1,135 @@
+"""``SimEnvWorker``: steps simulated envs and drives (pipelined) rollouts against a RolloutWorker.
+
+The worker's ``num_envs`` envs live in ``num_shards`` separate env objects (``sim.make`` each),
+shard k seeded ``seed + rank * num_shards + k``. A pipeline stage is a contiguous run of shards, so
+the env trajectories do not depend on how many stages the batch is cut into: one stage steps every
+shard and then asks for actions once; two stages alternate. ``pipeline_stages`` must divide into
+the shards (``1 <= stages <= num_shards``).
+
+Only plain data crosses processes: observations (numpy dicts) go to the rollout worker's ``infer``
+and actions come back; the env itself is built in this process from its registry name.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from rlinf_robot.errors import ConfigError
+from rlinf_robot.scheduler.pipeline import concat_obs, run_pipeline, stage_bounds
+from rlinf_robot.scheduler.worker import Worker
+
+
+def action_spec_to_dict(spec: Any) -> dict[str, Any]:
+    """An ``ActionSpec`` as plain data (for the rollout worker to rebuild)."""
+    return {"mode": spec.mode, "shape": list(spec.shape), "low": spec.low.tolist(), "high": spec.high.tolist(),
+            "control_hz": float(spec.control_hz), "gripper": bool(spec.gripper)}
+
+
+def action_spec_from_dict(d: dict[str, Any]) -> Any:
+    from rlinf_robot.envs.spec import ActionSpec
+
+    return ActionSpec(mode=d["mode"], shape=tuple(d["shape"]), low=np.asarray(d["low"], np.float32),
+                      high=np.asarray(d["high"], np.float32), control_hz=d["control_hz"], gripper=d["gripper"])
+
+
+class SimEnvWorker(Worker):
+    def __init__(self, env: str, num_envs: int, env_kwargs: dict[str, Any] | None = None,
+                 num_shards: int = 2, seed: int = 0):
+        super().__init__()
+        import sim
+
+        if num_shards < 1 or num_envs % num_shards:
+            raise ConfigError(f"num_envs ({num_envs}) must be a positive multiple of num_shards ({num_shards})")
+        self.env_name = env
+        self.num_envs = int(num_envs)
+        per = self.num_envs // num_shards
+        self.shards = [sim.make(env, num_envs=per, **dict(env_kwargs or {})) for _ in range(num_shards)]
+        self.seed = int(seed) + self.rank * num_shards
+        self._obs: list[dict[str, Any]] | None = None
+
+    # ---------------------------------------------------------------- description
+    def env_spec(self) -> dict[str, Any]:
+        e = self.shards[0]
+        return {"env": self.env_name, "num_envs": self.num_envs, "num_shards": len(self.shards),
+                "action_spec": action_spec_to_dict(e.action_spec),
+                "state_dim": int(np.prod(e.obs_spec.state_shape))}
+
+    def reset(self) -> dict[str, Any]:
+        """Reset every shard with its fixed seed; returns the whole batch's first observation."""
+        self._obs = [env.reset(seed=self.seed + k) for k, env in enumerate(self.shards)]
+        return concat_obs(self._obs)
+
+    # ---------------------------------------------------------------- rollouts
+    def rollout(self, policy: Any, num_steps: int, stages: int = 1, collect: bool = False,
+                deterministic: bool = True, reset: bool = True, timeout_s: float = 120.0) -> dict[str, Any]:
+        """Run ``num_steps`` steps of every env, asking ``policy`` (a RolloutWorker actor handle) for
+        actions, with the batch cut into ``stages`` pipelined micro-batches.
+
+        Returns env-step counts and wall time; with ``collect`` also states [T+1, N, S], actions
+        [T, N, H, A], rewards [T, N] and the policy version used at each step and stage [T, stages].
+        """
+        import ray
+
+        if reset or self._obs is None:
+            self.reset()
+        bounds = stage_bounds(len(self.shards), stages)
+        versions = np.full((num_steps, stages), -1, np.int64)
+        states = [[o["state"]] for o in self._obs] if collect else None
+        acts: list[list[np.ndarray]] = [[] for _ in self.shards]
+        rews: list[list[np.ndarray]] = [[] for _ in self.shards]
+        t_of_stage = [0] * stages
+
+        def submit(s: int, obs: dict[str, Any]) -> Any:
+            return policy.infer.remote(obs, deterministic, s)
+
+        def collect_actions(ref: Any) -> dict[str, Any]:
+            return ray.get(ref, timeout=timeout_s)
+
+        def step(s: int, out: dict[str, Any]) -> dict[str, Any]:
+            lo, hi = bounds[s]
+            versions[t_of_stage[s], s] = out["version"]
+            t_of_stage[s] += 1
+            actions, offset = out["actions"], 0
+            for k in range(lo, hi):
+                env = self.shards[k]
+                a = actions[offset:offset + env.num_envs]
+                offset += env.num_envs
+                obs, r, *_ = env.step(a[:, 0]) if a.shape[1] == 1 else env.chunk_step(a)
+                self._obs[k] = obs
+                if collect:
+                    states[k].append(obs["state"])
+                    acts[k].append(a)
+                    rews[k].append(r)
+            return concat_obs(self._obs[lo:hi])
+
+        first = [concat_obs(self._obs[lo:hi]) for lo, hi in bounds]
+        t0 = time.perf_counter()
+        run_pipeline(first, num_steps, submit, collect_actions, step, self.timeline)
+        seconds = time.perf_counter() - t0
+        out: dict[str, Any] = {"env_steps": num_steps * self.num_envs, "seconds": seconds,
+                               "versions": versions}
+        if collect:
+            out["states"] = np.concatenate([np.stack(s) for s in states], axis=1)
+            out["actions"] = np.concatenate([np.stack(a) for a in acts], axis=1)
+            out["rewards"] = np.concatenate([np.stack(r) for r in rews], axis=1)
+        return out
+
+    def stress(self, num_steps: int) -> dict[str, float]:
+        """The env workload alone (no policy): ``num_steps`` steps of every shard with random actions.
+        Used to measure the machine's parallel ceiling next to ``RolloutWorker.stress``."""
+        if self._obs is None:
+            self.reset()
+        rng = np.random.default_rng(self.seed)
+        t0 = time.time()
+        for _ in range(num_steps):
+            for env in self.shards:
+                spec = env.action_spec
+                env.step(rng.uniform(spec.low, spec.high, (env.num_envs, *spec.shape)).astype(np.float32))
+        return {"start": t0, "end": time.time(), "env_steps": num_steps * self.num_envs}
+
+    def close(self) -> None:
+        for env in self.shards:
+            env.close()

@@ -1,0 +1,123 @@
+"""Placement plans for several cluster shapes (pure functions: no Ray) + the doctests of the package."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+from rlinf_robot.scheduler.errors import PlacementError
+from rlinf_robot.scheduler.placement import make_plan, placement_modes
+from rlinf_robot.scheduler.resources import GroupSpec, NodeSpec, ResourceSpec
+
+DOCTESTED = ["placement", "resources", "affinity", "timeline", "pipeline", "channel"]
+
+
+@pytest.mark.parametrize("module", DOCTESTED)
+def test_doctests(module):
+    mod = importlib.import_module(f"rlinf_robot.scheduler.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def rl_groups(actor=2, rollout=2, env=2):
+    return [GroupSpec("actor", actor, gpus_per_rank=1), GroupSpec("rollout", rollout, gpus_per_rank=1),
+            GroupSpec("env", env)]
+
+
+def test_registry_lists_the_three_modes_and_rejects_others():
+    assert placement_modes() == ["collocated", "disaggregated", "hybrid"]
+    with pytest.raises(PlacementError, match="known: \\['collocated', 'disaggregated', 'hybrid'\\]"):
+        make_plan("round_robin", ResourceSpec.uniform(1, 2, 2), rl_groups())
+
+
+@pytest.mark.parametrize("nodes,gpus", [(1, 2), (1, 8), (2, 4), (8, 8)])
+def test_collocated_shares_every_accelerator(nodes, gpus):
+    spec = ResourceSpec.uniform(nodes, gpus, 16)
+    n = nodes * gpus
+    plan = make_plan("collocated", spec, rl_groups(n, n, n))
+    assert plan.devices("actor") == plan.devices("rollout") == [(i,) for i in range(n)]
+    # One bundle per accelerator (shared by actor+rollout) plus one per CPU-only env rank.
+    gpu_bundles = [b for b in plan.bundles if b.gpus]
+    assert len(gpu_bundles) == n and all(len(b.gpus) == 1 for b in gpu_bundles)
+    assert {r.gpu_share for r in plan.ranks if r.gpus} == {0.5}
+    # Ranks land on the node that owns their accelerator; env ranks follow the shared devices.
+    for r in plan.group("actor"):
+        assert r.node == r.rank // gpus
+    assert [r.node for r in plan.group("env")] == [i // gpus for i in range(n)]
+
+
+@pytest.mark.parametrize("nodes,gpus", [(1, 4), (2, 4), (8, 8)])
+def test_disaggregated_gives_disjoint_accelerators(nodes, gpus):
+    spec = ResourceSpec.uniform(nodes, gpus, 8)
+    n = nodes * gpus
+    plan = make_plan("disaggregated", spec, [GroupSpec("actor", n // 2, 1), GroupSpec("rollout", n // 4, 2)])
+    actor = {d for ds in plan.devices("actor") for d in ds}
+    rollout = {d for ds in plan.devices("rollout") for d in ds}
+    assert actor.isdisjoint(rollout) and actor | rollout == set(range(n))
+    assert all(r.gpu_share == 2.0 for r in plan.group("rollout"))
+    assert all(b.resources()["GPU"] in (1.0, 2.0) for b in plan.bundles)
+
+
+def test_hybrid_env_and_rollout_share_actor_separate():
+    spec = ResourceSpec.uniform(2, 4, 8)
+    plan = make_plan("hybrid", spec, rl_groups(actor=4, rollout=4, env=8), share=[["env", "rollout"]])
+    assert plan.devices("actor") == [(0,), (1,), (2,), (3,)]
+    assert plan.devices("rollout") == [(4,), (5,), (6,), (7,)]
+    # Env ranks go where the rollout accelerators are (node 1), two per accelerator.
+    assert {r.node for r in plan.group("env")} == {1}
+    assert "hybrid plan: 2 node(s), 8 accelerator(s)" in plan.describe()
+
+
+def test_uneven_nodes_and_explicit_devices():
+    spec = ResourceSpec((NodeSpec(num_cpus=4, num_gpus=2), NodeSpec(num_cpus=4, num_gpus=6)))
+    plan = make_plan("disaggregated", spec, [GroupSpec("actor", 2, 1, devices=(6, 7)), GroupSpec("rollout", 2, 1)])
+    assert plan.devices("actor") == [(6,), (7,)] and [r.gpus for r in plan.group("actor")] == [(4,), (5,)]
+    assert plan.devices("rollout") == [(0,), (1,)] and {r.node for r in plan.group("rollout")} == {0}
+
+
+@pytest.mark.parametrize("mode,groups,opts,match", [
+    ("disaggregated", [GroupSpec("a", 3, 1)], {}, "ask 3 accelerator\\(s\\) but only 2 of 2"),
+    ("collocated", [GroupSpec("a", 2, 2)], {}, "ask 4 accelerator"),
+    ("disaggregated", [GroupSpec("a", 1, 1, devices=(1,)), GroupSpec("b", 1, 1, devices=(1,))], {}, "overlap"),
+    ("disaggregated", [GroupSpec("a", 1, 1, devices=(5,))], {}, "the cluster has 2"),
+    ("collocated", [GroupSpec("a", 1, 2), GroupSpec("b", 2, 1)], {}, "partly overlap"),
+    ("hybrid", [GroupSpec("a", 1, 1)], {"share": [["a", "zzz"]]}, "unknown group"),
+    ("hybrid", [GroupSpec("a", 1, 1), GroupSpec("b", 1, 1)], {"share": [["a"], ["a", "b"]]}, "more than one set"),
+    ("collocated", [GroupSpec("a", 1, 1), GroupSpec("a", 1, 1)], {}, "unique"),
+])
+def test_invalid_specs_raise_clear_errors(mode, groups, opts, match):
+    with pytest.raises(PlacementError, match=match):
+        make_plan(mode, ResourceSpec.uniform(1, 2, 2), groups, **opts)
+
+
+def test_cpu_oversubscription_shrinks_ray_cpus_to_fit():
+    spec = ResourceSpec.uniform(1, 0, 2)
+    plan = make_plan("disaggregated", spec, [GroupSpec("env", 4, cpus_per_rank=1), GroupSpec("rollout", 1, 0, 2)],
+                     affinity="auto")
+    assert sum(b.num_cpus for b in plan.bundles) <= 2.0
+    assert all(0 <= c < 2 for r in plan.ranks for c in r.cores)
+
+
+def test_affinity_modes_shown_in_plan():
+    spec = ResourceSpec.uniform(1, 0, 4)
+    groups = [GroupSpec("env", 2), GroupSpec("rollout", 1, cpus_per_rank=2)]
+    auto = make_plan("disaggregated", spec, groups, affinity="auto")
+    assert [r.cores for r in auto.ranks] == [(0,), (1,), (2, 3)]
+    off = make_plan("disaggregated", spec, groups, affinity="off")
+    assert all(r.cores == () for r in off.ranks) and "affinity=off" in off.describe()
+    explicit = make_plan("disaggregated", spec, groups, affinity={"rollout": "0-1"})
+    assert explicit.group("rollout")[0].cores == (0, 1) and explicit.affinity == "explicit"
+    with pytest.raises(PlacementError, match="not in 0-3"):
+        make_plan("disaggregated", spec, groups, affinity={"env": [[7], [0]]})
+    with pytest.raises(PlacementError, match="affinity 'sometimes' unknown"):
+        make_plan("disaggregated", spec, groups, affinity="sometimes")
+
+
+def test_group_spec_validation_names_the_key():
+    with pytest.raises(PlacementError, match="groups.actor.num_ranks must be an integer >= 1"):
+        GroupSpec("actor", 0)
+    with pytest.raises(PlacementError, match="unknown keys \\['gpu'\\]"):
+        GroupSpec.from_dict("actor", {"num_ranks": 2, "gpu": 1})
+    assert GroupSpec.from_dict("actor", {"num_ranks": 2, "gpus_per_rank": 1, "devices": "2-3"}).devices == (2, 3)
