@@ -15,6 +15,7 @@ import sys
 COMMANDS: dict[str, str] = {
     "demo": "rlinf_robot.commands.demo",
     "doctor": "rlinf_robot.commands.doctor",
+    "keys": "rlinf_robot.commands.keys",
 }
 
 

@@ -13,6 +13,8 @@ wall-clock (``time.time_ns``) instant the message passed it, for latency account
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 import numpy as np
 
@@ -38,17 +40,19 @@ STATUS_STATES = ("IDLE", "ACTIVE", "HOLD", "LINK_LOST", "ESTOP", "REFLEX", "RECO
 Scalar = bool | int | float | str
 
 
-def _require(cond: bool, message: str) -> None:
+def _require(cond: bool, message: str | Callable[[], str]) -> None:
+    """Raise ValueError(message) unless ``cond``. Pass a lambda when the message formats arrays:
+    formatting a dtype costs microseconds, and this runs for every decoded message."""
     if not cond:
-        raise ValueError(message)
+        raise ValueError(message() if callable(message) else message)
 
 
 def _float_vector(name: str, a: np.ndarray, length: int | None = None) -> None:
     _require(isinstance(a, np.ndarray), f"{name} must be an array")
-    _require(a.ndim == 1, f"{name} must be 1-D, got shape {a.shape}")
-    _require(a.dtype.kind == "f", f"{name} must be float, got {a.dtype}")
+    _require(a.ndim == 1, lambda: f"{name} must be 1-D, got shape {a.shape}")
+    _require(a.dtype.kind == "f", lambda: f"{name} must be float, got {a.dtype}")
     if length is not None:
-        _require(a.shape[0] == length, f"{name} must have {length} entries, got {a.shape[0]}")
+        _require(a.shape[0] == length, lambda: f"{name} must have {length} entries, got {a.shape[0]}")
 
 
 class _Base(msgspec.Struct, kw_only=True, tag_field="type"):
@@ -68,6 +72,8 @@ class Observation(_Base, kw_only=True, tag="observation"):
     instruction: str = ""
     stale: list[str] = []  # sensors whose latest sample was older than its max age
     hops: dict[str, int] = {}
+    chunk_seq: int = -1  # newest action chunk the server accepted when this was captured (-1: none)
+    chunk_active: bool = False  # whether that chunk was still executing at capture time
 
     def __post_init__(self):
         _float_vector("joint_pos", self.joint_pos)
@@ -77,7 +83,7 @@ class Observation(_Base, kw_only=True, tag="observation"):
             _require(isinstance(img, np.ndarray), f"images[{cam}] must be an array")
             _require(
                 img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] in (1, 3, 4),
-                f"images[{cam}] must be uint8 [H, W, C], got {img.dtype} {img.shape}",
+                lambda cam=cam, img=img: f"images[{cam}] must be uint8 [H, W, C], got {img.dtype} {img.shape}",
             )
 
 
@@ -98,14 +104,15 @@ class ActionChunk(_Base, kw_only=True, tag="action_chunk"):
     gripper: bool = False
     first_action_time_ns: int = 0
     hops: dict[str, int] = {}
+    align: bool = False  # actions[0] belongs to the capture time of observation obs_seq
 
     def __post_init__(self):
         _require(self.control_mode in CONTROL_MODES, f"control_mode must be one of {CONTROL_MODES}")
         _require(0.0 < self.rate_hz <= 2000.0, "rate_hz must be in (0, 2000]")
         a = self.actions
         _require(isinstance(a, np.ndarray), "actions must be an array")
-        _require(a.ndim == 2 and a.shape[0] >= 1, f"actions must be [H>=1, D], got {a.shape}")
-        _require(a.dtype in (np.float32, np.float64), f"actions must be float32/64, got {a.dtype}")
+        _require(a.ndim == 2 and a.shape[0] >= 1, lambda: f"actions must be [H>=1, D], got {a.shape}")
+        _require(a.dtype in (np.float32, np.float64), lambda: f"actions must be float32/64, got {a.dtype}")
         width = CONTROL_MODE_WIDTH[self.control_mode] + int(self.gripper)
         _require(a.shape[1] == width, f"actions must have {width} columns for {self.control_mode}")
 

@@ -1,0 +1,391 @@
+"""``BridgeServer``: the robot end of the bridge (ZeroMQ ROUTER, one I/O thread).
+
+One thread owns the socket and every decision: it receives chunks, commands and heartbeats,
+publishes observations at the robot's rate, runs the chunk scheduler and the deadman. A single
+thread means no locks around the lease or the plan and a deadman that wakes exactly at its
+deadline (the poll timeout is the next deadline). Backend commands that block (``home``) run on a
+worker thread; while one runs, motion is refused but ``stop``, heartbeats and the deadman go on.
+
+Nothing a client sends can stop the loop: every message is decoded inside a guard and a bad one is
+answered with an ``Error``. Only the lease holder moves the arm, and only through the safety filter.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import threading
+import time
+from collections import Counter, OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import zmq
+
+from rlinf_robot.bridge.backend import ArmBackend
+from rlinf_robot.bridge.config import ServerConfig
+from rlinf_robot.bridge.control import ControlMixin
+from rlinf_robot.bridge.errors import BridgeError
+from rlinf_robot.bridge.events import EventLog
+from rlinf_robot.bridge.handlers import COMMANDS, check_busy
+from rlinf_robot.bridge.latency import HopLatencies
+from rlinf_robot.bridge.lease import Lease
+from rlinf_robot.bridge.scheduler import ChunkScheduler, Dropped
+from rlinf_robot.protocol import ActionChunk, Command, Error, Heartbeat, ProtocolError, Status, decode, encode
+from rlinf_robot.safety import EStop, SafetyFilter, SafetyLimits, Watchdog
+
+log = logging.getLogger(__name__)
+HB_SUFFIX = "#hb"  # routing-id suffix of a client's heartbeat socket
+MAX_PEERS = 1024
+MAX_BATCH = 256  # messages handled per wake-up before timers run again
+
+
+@dataclass
+class Peer:
+    identity: bytes
+    client_id: str
+    key: str
+    last_seen_ns: int
+    subscribed: bool = False
+
+
+def _is_hb(identity: bytes) -> bool:
+    return identity.endswith(HB_SUFFIX.encode())
+
+
+def client_id_of(identity: bytes) -> str:
+    """Readable client id from a routing id (``name#hb`` -> ``name``)."""
+    try:
+        text = identity.decode("utf-8")
+    except UnicodeDecodeError:
+        return "peer-" + identity.hex()
+    if not text.isprintable():
+        return "peer-" + identity.hex()
+    return text[: -len(HB_SUFFIX)] if text.endswith(HB_SUFFIX) else text
+
+
+class BridgeServer(ControlMixin):
+    def __init__(self, backend: ArmBackend, config: ServerConfig | None = None,
+                 limits: SafetyLimits | None = None):
+        self.backend = backend
+        self.config = config or ServerConfig()
+        self.limits = limits or SafetyLimits.from_yaml()
+        self.events = EventLog()
+        self.latency = HopLatencies()
+        self.counters: Counter[str] = Counter()
+        self.estop = EStop()
+        self.watchdog = Watchdog(self.config.deadman_ms)
+        self.lease = Lease(int(self.config.lease_timeout_ms * 1e6))
+        self.scheduler = ChunkScheduler(int(self.config.max_obs_age_ms * 1e6))
+        self.endpoint = ""
+        self._lock = threading.Lock()
+        self._filters: dict[float, SafetyFilter] = {}
+        self._peers: dict[bytes, Peer] = {}
+        self._obs_stamps: OrderedDict[int, int] = OrderedDict()
+        self._obs_seq = 0
+        self._out_seq = itertools.count(1)  # seq of messages the server originates
+        self._link_lost = False
+        self._last_feed_ns = 0
+        self._busy: tuple[Future, bytes, Command] | None = None
+        self._obs_period_ns = int(1e9 / self.config.obs_rate_hz)
+        self._next_obs_ns = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ctx: zmq.Context | None = None
+        self._sock: zmq.Socket | None = None
+        self._security = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="bridge-cmd")
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> BridgeServer:
+        cfg = self.config
+        self._ctx = zmq.Context()
+        sock = self._ctx.socket(zmq.ROUTER)
+        sock.linger = 0
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        sock.setsockopt(zmq.MAXMSGSIZE, cfg.max_message_bytes)
+        sock.sndhwm = cfg.send_hwm
+        sock.rcvhwm = cfg.send_hwm * 4
+        try:
+            if cfg.curve is not None:
+                from rlinf_robot.bridge.auth import ServerSecurity
+
+                self._security = ServerSecurity(self._ctx, cfg.curve, self._on_refused_key)
+                self._security.apply(sock)
+            sock.bind(cfg.endpoint)
+        except (zmq.ZMQError, BridgeError) as e:
+            sock.close(0)
+            self._shutdown_context()
+            raise BridgeError(f"cannot bind the bridge on {cfg.endpoint}: {e}") from e
+        self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._run, name="bridge-server", daemon=True)
+        self._thread.start()
+        self.events.add("started", endpoint=self.endpoint, curve=cfg.curve is not None)
+        log.info("bridge listening on %s (CURVE %s)", self.endpoint, "on" if cfg.curve else "off")
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._shutdown_context()
+
+    def _shutdown_context(self) -> None:
+        if self._security is not None:
+            self._security.stop()
+            self._security = None
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
+        if self._ctx is not None:
+            self._ctx.term()
+            self._ctx = None
+
+    def __enter__(self) -> BridgeServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ status
+    def state_name(self) -> str:
+        if self.estop.latched:
+            return "ESTOP"
+        fault = self.backend.fault_state()
+        if fault:
+            return fault
+        if self._link_lost:
+            return "LINK_LOST"
+        if self.scheduler.active:
+            return "ACTIVE"
+        return "HOLD" if self.lease.holder else "IDLE"
+
+    def status(self, ref_seq: int = -1, message: str = "") -> Status:
+        """A snapshot of state, lease, counters and latency percentiles (safe from any thread)."""
+        with self._lock:
+            counters = dict(self.counters)
+            filters = list(self._filters.values())
+        for f in filters:
+            for k, v in f.snapshot().items():
+                counters[f"safety_{k}"] = counters.get(f"safety_{k}", 0) + v
+        counters["deadman_trips"] = self.watchdog.trips
+        counters["estop_triggers"] = self.estop.count
+        counters["skipped_steps"] = self.scheduler.skipped_steps
+        if self._security is not None:
+            counters["unauthorized"] = self._security.allow.refused
+        return Status(seq=next(self._out_seq), stamp_ns=time.monotonic_ns(), state=self.state_name(),
+                      lease_holder=self.lease.holder, counters=counters,
+                      latency_ms=self.latency.summary(), message=message, ref_seq=ref_seq)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.counters[name] += n
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        self._next_obs_ns = time.monotonic_ns()
+        next_house_ns = 0
+        while not self._stop.is_set():
+            now = time.monotonic_ns()
+            wake = min(self._next_obs_ns, next_house_ns, now + 50_000_000)
+            for t in (self.scheduler.next_deadline_ns(), self._deadman_deadline_ns()):
+                if t is not None:
+                    wake = min(wake, t)
+            if self._busy is not None:
+                wake = min(wake, now + 2_000_000)
+            timeout_ms = max(0, math.ceil((wake - now) / 1e6))
+            try:
+                if poller.poll(timeout_ms):
+                    self._drain()
+                now = time.monotonic_ns()
+                check_busy(self)
+                self._check_deadman(now)
+                self._run_steps(time.monotonic_ns())
+                if now >= self._next_obs_ns:
+                    self._publish_observation()
+                    self._next_obs_ns = max(self._next_obs_ns + self._obs_period_ns, now + self._obs_period_ns // 2)
+                if now >= next_house_ns:
+                    self._housekeeping(now)
+                    next_house_ns = now + 100_000_000
+            except Exception:  # the loop must survive anything a backend or a peer does
+                log.exception("bridge loop error; holding")
+                self._count("loop_errors")
+                self._hold("loop_error")
+        if self.scheduler.cancel() is not None:
+            self._safe_backend(self.backend.hold)
+
+    def _drain(self) -> None:
+        for _ in range(MAX_BATCH):
+            try:
+                frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self._handle(frames, time.time_ns())
+
+    # ------------------------------------------------------------------ dispatch
+    def _handle(self, frames: list, t_rx_wall: int) -> None:
+        identity = frames[0].bytes
+        now = time.monotonic_ns()
+        peer = self._peer(identity, frames, now)
+        if len(frames) < 2:
+            return self._reply_error(identity, ProtocolError("empty message"))
+        try:
+            msg = decode(frames[1:], self.config.max_message_bytes)
+        except ProtocolError as e:
+            self._count("malformed" if e.code != "version" else "bad_version")
+            return self._reply_error(identity, e)
+        handler = self._HANDLERS.get(type(msg))
+        if handler is None:
+            self._count("unexpected_message")
+            if not isinstance(msg, Error):  # never answer an error with an error
+                self._send(identity, Error(code="refused", message=f"a client may not send {type(msg).__name__}"))
+            return None
+        return handler(self, peer, msg, now, t_rx_wall)
+
+    def _peer(self, identity: bytes, frames: list, now: int) -> Peer:
+        peer = self._peers.get(identity)
+        if peer is None:
+            if len(self._peers) >= MAX_PEERS:
+                self._housekeeping(now, force=True)
+            key = ""
+            try:
+                key = frames[-1].get("User-Id") or ""
+            except (zmq.ZMQError, AttributeError):
+                pass
+            peer = Peer(identity, client_id_of(identity), key, now)
+            self._peers[identity] = peer
+        peer.last_seen_ns = now
+        return peer
+
+    def _on_heartbeat(self, peer: Peer, msg: Heartbeat, now: int, t_rx: int) -> None:
+        if msg.sender and msg.sender != peer.client_id:
+            self._count("refused_heartbeat")
+            self._send(peer.identity, Error(code="refused", message="heartbeat sender does not match the connection",
+                                            field="$.sender", ref_seq=msg.seq))
+            return
+        if self.lease.beat(peer.client_id, peer.key, now):
+            self._feed(now)
+        data_peer = self._peers.get(peer.client_id.encode())
+        if data_peer is not None:  # the client's data socket is alive as long as it beats
+            data_peer.last_seen_ns = now
+        self._send(peer.identity, Heartbeat(seq=next(self._out_seq), stamp_ns=now, sender=self.config.name))
+
+    def _on_chunk(self, peer: Peer, chunk: ActionChunk, now: int, t_rx: int) -> None:
+        self._count("chunks_received")
+        refusal = self._motion_refusal(peer)
+        if refusal is not None:
+            self._count(f"chunks_refused_{refusal[0]}")
+            self._send(peer.identity, Error(code=refusal[0], message=refusal[1], ref_seq=chunk.seq))
+            return
+        if not np.all(np.isfinite(chunk.actions)):
+            self._count("chunks_rejected_non_finite")
+            self._send(peer.identity, Error(code="unsafe", message="NaN or inf in actions", field="$.actions",
+                                            ref_seq=chunk.seq))
+            return
+        self.lease.beat(peer.client_id, peer.key, now)
+        self._feed(now)
+        result = self.scheduler.offer(chunk, now, self._obs_stamps.get(chunk.obs_seq))
+        if isinstance(result, Dropped):
+            self._count(f"chunks_dropped_{result.reason}")
+            self.events.add("chunk_dropped", seq=chunk.seq, reason=result.reason)
+            self._send(peer.identity, Error(code=result.reason, message=result.detail, ref_seq=chunk.seq))
+            return
+        result.plan.hops["action_received"] = t_rx
+        self._count("chunks_accepted")
+        self._count("steps_skipped_on_arrival", result.skipped)
+        self.events.add("chunk_accepted", seq=chunk.seq, skipped=result.skipped, pending=result.pending)
+        self._run_steps(time.monotonic_ns())
+
+    def _on_command(self, peer: Peer, cmd: Command, now: int, t_rx: int) -> None:
+        self._count(f"command_{cmd.name}")
+        outcome = COMMANDS[cmd.name](self, peer, cmd, now)
+        if outcome is None:  # deferred: answered when the worker finishes
+            return
+        if isinstance(outcome, Error):
+            outcome.ref_seq = cmd.seq
+            self._send(peer.identity, outcome)
+        else:
+            self._send(peer.identity, self.status(ref_seq=cmd.seq, message=outcome))
+
+    _HANDLERS = {Heartbeat: _on_heartbeat, ActionChunk: _on_chunk, Command: _on_command}
+
+    # ------------------------------------------------------------------ output
+    def _publish_observation(self) -> None:
+        subscribers = [p for p in self._peers.values() if p.subscribed]
+        try:
+            obs = self.backend.observe()
+        except Exception as e:
+            self._count("backend_errors")
+            log.error("backend observe failed: %s", e)
+            return
+        if obs is None:
+            self._count("obs_unavailable")
+            return
+        self._obs_seq += 1
+        obs.seq = self._obs_seq
+        obs.chunk_seq = self.scheduler.last_seq
+        obs.chunk_active = self.scheduler.active
+        self._obs_stamps[obs.seq] = obs.stamp_ns
+        while len(self._obs_stamps) > self.config.obs_history:
+            self._obs_stamps.popitem(last=False)
+        obs.hops = {**obs.hops, "obs_sent": time.time_ns()}
+        self.latency.record(obs.hops)
+        if not subscribers:
+            return
+        frames = encode(obs)
+        for peer in subscribers:
+            if not self._send_frames(peer.identity, frames):
+                self._count("obs_dropped")
+        self._count("obs_published")
+
+    def _broadcast_status(self, message: str) -> None:
+        status = self.status(message=message)
+        for peer in list(self._peers.values()):
+            if peer.subscribed or (peer.client_id == self.lease.holder and not _is_hb(peer.identity)):
+                self._send(peer.identity, status)
+
+    def _reply_holder(self, msg: Error) -> None:
+        for peer in self._peers.values():
+            if self.lease.held_by(peer.client_id, peer.key) and not _is_hb(peer.identity):
+                self._send(peer.identity, msg)
+
+    def _reply_error(self, identity: bytes, e: ProtocolError) -> None:
+        self._send(identity, Error(code=e.code, message=str(e), field=e.field or ""))
+
+    def _send(self, identity: bytes, msg) -> bool:
+        return self._send_frames(identity, encode(msg))
+
+    def _send_frames(self, identity: bytes, frames: list) -> bool:
+        try:
+            self._sock.send_multipart([identity, *frames], zmq.NOBLOCK, copy=False)
+            return True
+        except zmq.Again:
+            self._count("send_would_block")
+        except zmq.ZMQError as e:
+            if e.errno == zmq.EHOSTUNREACH:
+                self._peers.pop(identity, None)
+            self._count("send_failed")
+        return False
+
+    def _housekeeping(self, now: int, force: bool = False) -> None:
+        limit = int(self.config.peer_timeout_s * 1e9)
+        for identity, peer in list(self._peers.items()):
+            if now - peer.last_seen_ns > limit or (force and not peer.subscribed):
+                del self._peers[identity]
+        if self.lease.expired(now):
+            holder = self.lease.release()
+            self._hold("lease_expired")
+            self._count("lease_expired")
+            self.events.add("lease_expired", client=holder)
+            self._broadcast_status(f"lease of {holder} expired")
+
+    def _on_refused_key(self, key: str) -> None:
+        self.events.add("unauthorized", key=key)
