@@ -4,4 +4,4 @@ set -euo pipefail
 venv=$(cd "$1" && pwd)
 cd ros_ws
 PATH="$venv/bin:$PATH" "$venv/bin/colcon" --log-base log build --base-paths src \
-  --build-base build --install-base install --event-handlers console_cohesion- summary+ 2>&1 | tail -n 5
+  --build-base build --install-base install 2>&1 | tail -n 5

@@ -47,6 +47,9 @@ class FrankaSimServer:
     lock_timeout_s: float = 600.0
     ready_timeout_s: float = 20.0
     log_path: Path | None = None
+    #: Kill the server when the process that started it dies (``robot up``'s sim wrapper: a crashed
+    #: wrapper must not leave a server holding port 1337).
+    die_with_parent: bool = False
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _lock_fd: int | None = field(default=None, init=False, repr=False)
 
@@ -78,12 +81,7 @@ class FrankaSimServer:
                 fd, name = tempfile.mkstemp(prefix="franka-sim-", suffix=".log")
                 os.close(fd)
                 self.log_path = Path(name)
-            # A file, not a pipe: nobody reads the server's output while it runs, and a full pipe
-            # would block its 1 kHz state thread.
-            with open(self.log_path, "wb") as logf:
-                self.process = subprocess.Popen(
-                    cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True
-                )
+            self._spawn(cmd, env, "wb")
             self._wait_ready()
         except BaseException:
             self.stop()
@@ -141,17 +139,39 @@ class FrankaSimServer:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
 
-    def restart(self) -> None:
-        """Start the server again after ``kill()``, keeping the lock held."""
+    def restart(self, check: bool = True) -> None:
+        """Start the server again after ``kill()``, keeping the lock held.
+
+        ``check=False`` waits only for the FCI port: a client that reconnects by itself (our
+        ``franka_node``) may grab the single FCI connection before ``franka-sim-check`` can.
+        """
         self.stop(release_lock=False)
         cmd = self.command()
         env = {**_clean_env(), "FR3_MJCF": str(self.mjcf or fr3_mjcf_wrapper()), **self.env}
         self._wait_port_free()
-        with open(self.log_path, "ab") as logf:
+        self._spawn(cmd, env, "ab")
+        if check:
+            self._wait_ready()
+        else:
+            self._wait_port_open()
+
+    def _spawn(self, cmd: list[str], env: dict[str, str], mode: str) -> None:
+        # A file, not a pipe: nobody reads the server's output while it runs, and a full pipe
+        # would block its 1 kHz state thread.
+        with open(self.log_path, mode) as logf:
             self.process = subprocess.Popen(
-                cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True
+                cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent if self.die_with_parent else None,
             )
-        self._wait_ready()
+
+    def _wait_port_open(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while not _port_open(FCI_PORT):
+            if self.process.poll() is not None:
+                raise FrankaSimError(f"franka-sim exited with {self.process.returncode}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise FrankaSimError(f"franka-sim port not open after {self.ready_timeout_s} s")
+            time.sleep(0.05)
 
     def stop(self, release_lock: bool = True) -> None:
         proc, self.process = self.process, None
@@ -191,3 +211,10 @@ def _clean_env() -> dict[str, str]:
     for var in ("PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "MUJOCO_GL", "PYOPENGL_PLATFORM"):
         env.pop(var, None)
     return env
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)

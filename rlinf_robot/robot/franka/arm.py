@@ -1,0 +1,456 @@
+"""``FrankaArm``: the Franka FR3 on franky, behind the safety filter and the fault state machine.
+
+One thread owns the franky connection. Every tick (``control_rate_hz``) it reads the state, hands
+it to listeners (the ROS node publishes it), checks the running motion for a reflex, recovers if
+it must, and sends the current goal — re-checked by the safety filter against the commanded
+position — as an asynchronous joint motion that takes over from the previous one. Callers from
+other threads (ROS callbacks, the bridge) only *submit* goals and request operations; operations
+that touch franky (reset, recover, dynamics changes) run inside the loop between two ticks, so no
+two threads ever drive libfranka at once. The one exception is ``stop``: an e-stop must not wait
+for a tick, so it preempts the motion directly, under the same lock the loop holds while it moves.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlinf_robot.errors import LinkLost, ReflexError
+from rlinf_robot.robot.base import Feature, Robot
+from rlinf_robot.robot.franka.config import FrankaConfig
+from rlinf_robot.robot.franka.faults import ArmState, FaultStateMachine
+from rlinf_robot.robot.franka.goals import ABSOLUTE_MODES, ARM_JOINTS, Goal, GoalResolver, ee_pose
+from rlinf_robot.robot.franka.gripper import GripperWorker
+from rlinf_robot.robot.franka.link import ArmReading, FrankyLink
+from rlinf_robot.robot.loop import PeriodicLoop
+from rlinf_robot.robot.timing import TimingStats
+from rlinf_robot.safety import ArmAction, EStop, Rejection, SafeAction, SafetyFilter, Watchdog
+
+log = logging.getLogger(__name__)
+
+_MOVED = 1e-7  # rad: a target closer than this to the last one sent is not re-sent
+_FUTURE_STAMP_S = 0.5  # a command stamped further in the future than this is refused (clock skew)
+_RECOVERY_BACKOFF_S = 0.2
+
+
+@dataclass(frozen=True)
+class ArmObservation:
+    t: float  # monotonic
+    wall: float  # time.time() of the read, for message stamps
+    q: np.ndarray
+    dq: np.ndarray
+    q_d: np.ndarray
+    ee_pose: np.ndarray  # TCP [x y z qw qx qy qz] by our FK
+    gripper_width: float
+    state: ArmState
+
+
+class FrankaArm(Robot):
+    name = "franka"
+
+    def __init__(self, config: FrankaConfig):
+        self.config = config
+        self.safety = SafetyFilter(config.limits(), control_hz=config.control_rate_hz)
+        self.resolver = GoalResolver(self.safety)
+        self.watchdog = Watchdog(config.deadman_ms)
+        self.estop = EStop()
+        self.faults = FaultStateMachine(config.max_faults, config.fault_window_s)
+        self.link = FrankyLink(config.robot_ip, config.realtime, config.relative_dynamics_factor)
+        self.gripper = (
+            GripperWorker(config.robot_ip, config.gripper_speed, config.gripper_force,
+                          reconnect_period_s=config.reconnect_period_s)
+            if config.gripper else None
+        )
+        self.counters: Counter[str] = Counter()
+        self.periods = TimingStats()  # s between successive state reads
+        self.latency = TimingStats()  # s from a command's stamp to its motion being handed to franky
+        self.dynamics_factor = config.relative_dynamics_factor
+        self._home_q = np.array(config.home_q)
+        self._goal: Goal | None = None
+        self._goal_lock = threading.Lock()
+        self._motion_lock = threading.Lock()
+        self._obs: ArmObservation | None = None
+        self._listeners: list[Callable[[ArmObservation], None]] = []
+        self._loop = PeriodicLoop(config.control_rate_hz, self._tick, name="franka-arm")
+        self._last_sent: np.ndarray | None = None
+        self._last_read_t: float | None = None
+        self._last_connect_try = -math.inf
+        self._last_recovery_try = -math.inf
+        self._stop_wall = -math.inf
+        self._home_done = threading.Event()
+
+    # ------------------------------------------------------------------ Robot API
+    @property
+    def is_connected(self) -> bool:
+        return self._loop.running and self.faults.link_up
+
+    def connect(self) -> None:
+        """Connect (retrying up to ``connect_timeout_s``), then start the control loop."""
+        deadline = time.monotonic() + self.config.connect_timeout_s
+        while True:
+            try:
+                self.link.connect()
+                break
+            except LinkLost:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(min(self.config.reconnect_period_s, 0.2))
+        if self.link.has_errors():
+            self.link.recover()
+        if self.gripper is not None:
+            try:
+                self.gripper.connect(timeout_s=max(deadline - time.monotonic(), 1.0))
+            except ConnectionError as exc:
+                self.link.close()
+                raise LinkLost(f"{exc} (set gripper: false for an arm without a hand)") from exc
+        self._publish(self.link.read())
+        self.faults.fire("connected", f"connected to {self.config.robot_ip}")
+        self._loop.start()
+
+    def disconnect(self) -> None:
+        self._loop.stop()
+        self._clear_goal()
+        self.link.close()
+        if self.gripper is not None:
+            self.gripper.close()
+        self.faults.fire("link_lost", "disconnected on request")
+
+    def get_observation(self) -> dict[str, Any]:
+        obs = self._obs
+        if obs is None:
+            raise LinkLost("no state received yet: connect() first")
+        return {
+            "joint_pos": obs.q, "joint_vel": obs.dq, "ee_pose": obs.ee_pose,
+            "gripper_width": np.array([obs.gripper_width]), "state": obs.state.value, "t": obs.t,
+        }
+
+    def send_action(self, action: ArmAction) -> SafeAction | Rejection:
+        return self.submit(action)
+
+    def features(self) -> dict[str, dict[str, Feature]]:
+        return {
+            "observation": {
+                "joint_pos": Feature((7,), names=ARM_JOINTS), "joint_vel": Feature((7,), names=ARM_JOINTS),
+                "ee_pose": Feature((7,), names=("x", "y", "z", "qw", "qx", "qy", "qz")),
+                "gripper_width": Feature((1,)),
+            },
+            "action": {
+                "joint_position": Feature((7,), names=ARM_JOINTS), "joint_delta": Feature((7,), names=ARM_JOINTS),
+                "ee_target": Feature((7,)), "ee_delta": Feature((6,)), "gripper": Feature((1,)),
+            },
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    def activate(self) -> None:
+        self._clear_goal()
+        self.watchdog.reset()
+        self.faults.fire("activate", "lifecycle activate")
+
+    def deactivate(self) -> None:
+        self._clear_goal()
+        self.faults.fire("deactivate", "lifecycle deactivate: holding")
+
+    def add_listener(self, fn: Callable[[ArmObservation], None]) -> None:
+        self._listeners.append(fn)
+
+    @property
+    def observation(self) -> ArmObservation | None:
+        return self._obs
+
+    @property
+    def state(self) -> ArmState:
+        return self.faults.state
+
+    # ------------------------------------------------------------------ commands
+    def submit(self, action: ArmAction, wall_stamp: float | None = None, source: str = "command") -> SafeAction | Rejection:
+        """Check a command now and make it the goal the loop tracks; a rejection clears the goal (hold)."""
+        self.counters["commands"] += 1
+        verdict = self._admit(action, wall_stamp, source)
+        if isinstance(verdict, Rejection):
+            self.counters["rejected"] += 1
+            self.counters[f"rejected_{verdict.reason}"] += 1
+            if verdict.reason not in ("not_active", "homing"):
+                self._clear_goal()
+            log.debug("command rejected (%s): %s", verdict.reason, verdict.detail)
+        return verdict
+
+    def _admit(self, action: ArmAction, wall_stamp: float | None, source: str) -> SafeAction | Rejection:
+        state = self.faults.state
+        if state is not ArmState.ACTIVE:
+            return Rejection("not_active", f"the arm is {state.value}")
+        now_m, now_w = time.monotonic(), time.time()
+        wall_stamp = now_w if wall_stamp is None else float(wall_stamp)
+        age = now_w - wall_stamp
+        if not math.isfinite(age) or age < -_FUTURE_STAMP_S:
+            return Rejection("bad_stamp", f"command stamped {-age:.3f} s in the future")
+        if wall_stamp <= self._stop_wall:
+            return Rejection("before_stop", "command was issued before the last stop")
+        stamp = now_m - max(age, 0.0)
+        if not self.watchdog.is_fresh(stamp, now_m):
+            return Rejection("stale", f"command is {age * 1e3:.0f} ms old (deadman {self.config.deadman_ms:g} ms)")
+        with self._goal_lock:
+            if self._goal is not None and self._goal.source == "home" and source != "home":
+                return Rejection("homing", "the arm is homing; wait for it to finish")
+        obs = self._obs
+        safe = self.resolver.check(action, obs.q_d, obs.gripper_width)
+        if not safe:
+            return safe
+        goal_action = action if action.mode in ABSOLUTE_MODES else ArmAction(safe.mode, safe.target, safe.gripper)
+        goal = Goal(goal_action, stamp, wall_stamp, self.estop.generation, expires=source != "home", source=source)
+        self.watchdog.feed(stamp)
+        with self._goal_lock:
+            self._goal = goal
+        return safe
+
+    def home(self, timeout_s: float = 30.0) -> tuple[bool, str]:
+        """Track the home pose through the safety filter; returns once there (or why not)."""
+        self._home_done.clear()
+        verdict = self.submit(ArmAction("joint_position", self._home_q), source="home")
+        if not verdict:
+            return False, f"home refused ({verdict.reason}): {verdict.detail}"
+        if not self._home_done.wait(timeout_s):
+            return False, f"home not reached within {timeout_s:g} s (state {self.state.value})"
+        return True, "at home"
+
+    def stop(self, reason: str = "stop requested") -> None:
+        """Latching e-stop: preempt the motion now, drop the goal, refuse commands until ``reset``."""
+        self.estop.trigger(reason)
+        self._stop_wall = time.time()
+        self.faults.fire("estop", reason)
+        self._clear_goal()
+        with self._motion_lock:
+            self.link.stop()
+            self._last_sent = None
+
+    def reset(self, timeout_s: float = 10.0) -> tuple[bool, str]:
+        """Operator reset: clears the e-stop and a LATCHED fault, recovering the controller if needed."""
+        return self._in_loop(self._do_reset, timeout_s)
+
+    def recover(self, timeout_s: float = 10.0) -> tuple[bool, str]:
+        """Manual recovery from REFLEX (LATCHED and ESTOP need ``reset``)."""
+        return self._in_loop(self._do_recover, timeout_s)
+
+    def set_dynamics_factor(self, factor: float) -> None:
+        if not (isinstance(factor, (int, float)) and 0.0 < factor <= 1.0):
+            raise ValueError(f"relative_dynamics_factor must be in (0, 1], got {factor!r}")
+
+        def apply() -> tuple[bool, str]:
+            self.link.set_dynamics_factor(float(factor))
+            self.dynamics_factor = float(factor)
+            return True, "ok"
+
+        self._in_loop(apply, 5.0)
+
+    def diagnostics(self) -> dict[str, Any]:
+        p50, p99 = self.periods.percentiles()
+        l50, l99 = self.latency.percentiles()
+        out: dict[str, Any] = {**self.faults.snapshot(), **self.counters}
+        out.update({f"filter_{k}": v for k, v in self.safety.snapshot().items()})
+        out.update({"overruns": self._loop.overruns, "tick_errors": self._loop.tick_errors})
+        out.update({
+            "estop_latched": self.estop.latched, "estop_reason": self.estop.reason,
+            "deadman_trips": self.watchdog.trips, "goal": self._goal.source if self._goal else "none",
+            "control_rate_hz": self.config.control_rate_hz, "relative_dynamics_factor": self.dynamics_factor,
+            "period_p50_ms": p50 * 1e3, "period_p99_ms": p99 * 1e3,
+            "command_latency_p50_ms": l50 * 1e3, "command_latency_p99_ms": l99 * 1e3,
+        })
+        if self.gripper is not None:
+            out.update({"gripper_connected": self.gripper.connected, "gripper_width": self.gripper.width})
+        return out
+
+    # ------------------------------------------------------------------ the loop
+    def _tick(self) -> None:
+        if not self.link.connected:
+            self._try_reconnect()
+            return
+        try:
+            reading = self.link.read()
+        except LinkLost as exc:
+            self._on_link_lost(exc)
+            return
+        self._publish(reading)
+        state = self.faults.state
+        try:
+            self.link.poll()
+            if reading.mode == "Reflex" and state not in (ArmState.REFLEX, ArmState.RECOVERING):
+                raise ReflexError("the controller reports robot mode Reflex")
+        except ReflexError as exc:
+            self._on_reflex(exc)
+            return
+        except LinkLost as exc:
+            self._on_link_lost(exc)
+            return
+        if state is ArmState.REFLEX and self.config.auto_recover:
+            if time.monotonic() - self._last_recovery_try > _RECOVERY_BACKOFF_S:
+                self._recover_now()
+        elif state is ArmState.ACTIVE:
+            self._track(reading)
+
+    def _publish(self, reading: ArmReading) -> None:
+        if self._last_read_t is not None:
+            self.periods.add(reading.t - self._last_read_t)
+        self._last_read_t = reading.t
+        width = self.gripper.width if self.gripper is not None else math.nan
+        obs = ArmObservation(reading.t, time.time(), reading.q, reading.dq, reading.q_d,
+                             ee_pose(reading.q, self.safety.limits.tcp_offset), width, self.faults.state)
+        self._obs = obs
+        for fn in self._listeners:
+            try:
+                fn(obs)
+            except Exception:
+                log.exception("state listener failed")
+
+    def _track(self, reading: ArmReading) -> None:
+        with self._goal_lock:
+            goal = self._goal
+        if goal is None:
+            return
+        if goal.generation != self.estop.generation:
+            self._drop(goal, "dropped_before_stop")
+            return
+        if goal.expires and not self.watchdog.is_fresh(goal.stamp):
+            self.watchdog.expired()
+            self._drop(goal, "dropped_stale")
+            return
+        width = self.gripper.width if self.gripper is not None else 0.0
+        result = self.resolver.resolve(goal, reading.q_d, width)
+        if isinstance(result, Rejection):
+            self._drop(goal, f"rejected_{result.reason}")
+            self.counters["rejected"] += 1
+            return
+        target, safe = result
+        if (goal.source == "home" and np.max(np.abs(target - self._home_q)) < 1e-9
+                and np.max(np.abs(reading.q - self._home_q)) < self.config.home_tolerance):
+            self._drop(goal, "homed")
+            self._home_done.set()
+            return
+        with self._motion_lock:
+            if self.faults.state is not ArmState.ACTIVE:
+                return
+            if self._last_sent is None or np.max(np.abs(target - self._last_sent)) > _MOVED:
+                try:
+                    self.link.move_joints(target)
+                except ReflexError as exc:
+                    self._on_reflex(exc)
+                    return
+                except LinkLost as exc:
+                    self._on_link_lost(exc)
+                    return
+                self._last_sent = target
+        if not goal.applied:
+            goal.applied = True
+            self.latency.add(time.time() - goal.wall_stamp)
+        if safe.gripper is not None and self.gripper is not None:
+            self.gripper.move(safe.gripper)
+
+    def _drop(self, goal: Goal, why: str) -> None:
+        self.counters[why] += 1
+        with self._goal_lock:
+            if self._goal is goal:
+                self._goal = None
+
+    def _clear_goal(self) -> None:
+        with self._goal_lock:
+            self._goal = None
+
+    # ------------------------------------------------------------------ faults
+    def _on_reflex(self, exc: Exception) -> None:
+        self.counters["reflexes"] += 1
+        self._clear_goal()
+        self._last_sent = None
+        self.faults.fire("reflex", str(exc).splitlines()[0][:200])
+
+    def _recover_now(self) -> bool:
+        self._last_recovery_try = time.monotonic()
+        self.faults.fire("recovering", "recover_from_errors")
+        try:
+            ok = self.link.recover() and not self.link.has_errors()
+        except ReflexError as exc:
+            ok, cause = False, str(exc)
+        except LinkLost as exc:
+            self._on_link_lost(exc)
+            return False
+        else:
+            cause = "recover_from_errors succeeded" if ok else "recover_from_errors returned false"
+        if not ok:
+            self.counters["recoveries_failed"] += 1
+            self.faults.fire("recovery_failed", cause)
+            return False
+        self.counters["recoveries"] += 1
+        self._last_sent = None
+        self.faults.fire("recovered", cause)
+        if self.config.rehome_on_recover and self.faults.state is ArmState.ACTIVE:
+            self._home_done.clear()
+            self.submit(ArmAction("joint_position", self._home_q), source="home")
+        return True
+
+    def _on_link_lost(self, exc: Exception) -> None:
+        self.counters["link_lost"] += 1
+        self._clear_goal()
+        self._last_sent = None
+        self._last_read_t = None
+        self.link.close()
+        self._last_connect_try = time.monotonic()
+        self.faults.fire("link_lost", str(exc).splitlines()[0][:200])
+
+    def _try_reconnect(self) -> None:
+        now = time.monotonic()
+        if now - self._last_connect_try < self.config.reconnect_period_s:
+            return
+        self._last_connect_try = now
+        try:
+            self.link.connect()
+            if self.link.has_errors():
+                self.link.recover()
+            reading = self.link.read()
+        except (LinkLost, ReflexError) as exc:
+            log.debug("reconnect failed: %s", exc)
+            self.link.close()
+            return
+        self.counters["reconnects"] += 1
+        self._publish(reading)
+        self.faults.fire("connected", f"reconnected to {self.config.robot_ip}")
+
+    # ------------------------------------------------------------------ operations run by the loop
+    def _in_loop(self, fn: Callable[[], tuple[bool, str]], timeout_s: float) -> tuple[bool, str]:
+        try:
+            return self._loop.call(fn, timeout_s)
+        except concurrent.futures.TimeoutError:
+            return False, f"the control loop did not run the request within {timeout_s:g} s"
+
+    def _do_reset(self) -> tuple[bool, str]:
+        self.estop.reset()
+        self._clear_goal()
+        self.watchdog.reset()
+        if self.link.connected:
+            try:
+                if self.link.has_errors() and not self.link.recover():
+                    return False, "recover_from_errors failed; the arm is still faulted"
+            except (ReflexError, LinkLost) as exc:
+                return False, f"reset failed: {exc}"
+        self._last_sent = None
+        state = self.faults.fire("reset", "operator reset")
+        return True, f"reset: arm is {state.value}"
+
+    def _do_recover(self) -> tuple[bool, str]:
+        state = self.faults.state
+        if state in (ArmState.LATCHED, ArmState.ESTOP):
+            return False, f"the arm is {state.value}: only reset clears it"
+        if state is ArmState.DISCONNECTED:
+            return False, "no link to the arm; reconnecting"
+        if state in (ArmState.REFLEX, ArmState.RECOVERING):
+            ok = self._recover_now()
+            return ok, f"arm is {self.faults.state.value}"
+        if self.link.has_errors():
+            ok = self.link.recover()
+            return ok, "recovered" if ok else "recover_from_errors failed"
+        return True, f"nothing to recover: arm is {state.value}"

@@ -1,0 +1,101 @@
+"""From a command to the next joint target: freshness, the safety filter, and IK for EE targets.
+
+A *goal* is the latest accepted command. Absolute goals (``joint_position``, ``ee_target``) are
+re-checked every control tick against the arm's commanded position, so the safety filter's
+per-tick step limit turns one far target into a smooth approach; deltas are resolved once, when
+they arrive, into the absolute target they mean. A goal stops being executed the moment it is
+older than the deadman or older than the last e-stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlinf_robot.robot.franka.ik import solve_ik
+from rlinf_robot.safety import ArmAction, Rejection, RobotState, SafeAction, SafetyFilter
+from rlinf_robot.safety.kinematics import fr3_forward_kinematics
+from rlinf_robot.safety.rotations import quat_from_matrix
+
+ABSOLUTE_MODES = ("joint_position", "ee_target")
+ARM_JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
+FINGER_JOINT = "fr3_finger_joint1"
+#: IK must land the TCP this close to the filtered target, else the command is refused (m, rad).
+IK_TOLERANCE = (2e-4, 2e-3)
+
+
+@dataclass
+class Goal:
+    action: ArmAction
+    stamp: float  # monotonic time the command was issued (its header stamp, mapped to our clock)
+    wall_stamp: float  # the same instant in wall-clock seconds, for the command->applied latency
+    generation: int  # e-stop generation when it arrived
+    expires: bool = True  # False for internal goals (homing), which the deadman does not cover
+    source: str = "command"
+    applied: bool = field(default=False)
+
+
+def ee_pose(q: np.ndarray, tcp_offset: float) -> np.ndarray:
+    """TCP pose [x y z qw qx qy qz] from our FK (franka-sim's O_T_EE is not the TCP)."""
+    t = fr3_forward_kinematics(q, tcp_offset)
+    return np.concatenate([t[:3, 3], quat_from_matrix(t[:3, :3])])
+
+
+def joint_targets_by_name(
+    names: list[str], positions: list[float], current: np.ndarray
+) -> tuple[np.ndarray, float | None] | Rejection:
+    """Absolute arm targets (7) and an optional gripper width from a name -> position command.
+
+    Joints the command does not name keep ``current``; the finger joint is half the opening, as in
+    the published joint states. Unknown names, duplicates and length mismatches are refused.
+    """
+    if len(names) != len(positions):
+        return Rejection("shape", f"{len(names)} names but {len(positions)} positions")
+    if len(set(names)) != len(names):
+        return Rejection("shape", "duplicate joint names")
+    target = np.array(current, dtype=np.float64)
+    gripper = None
+    for name, value in zip(names, positions, strict=True):
+        if name in ARM_JOINTS:
+            target[ARM_JOINTS.index(name)] = value
+        elif name == FINGER_JOINT:
+            gripper = 2.0 * float(value)
+        else:
+            return Rejection("unknown_joint", f"unknown joint {name!r}; known: {[*ARM_JOINTS, FINGER_JOINT]}")
+    if not any(n in ARM_JOINTS for n in names) and gripper is None:
+        return Rejection("shape", "the command names no joint")
+    return target, gripper
+
+
+class GoalResolver:
+    """The safety filter plus IK: every target the arm executes comes out of ``resolve``."""
+
+    def __init__(self, safety: SafetyFilter):
+        self.safety = safety
+        self.limits = safety.limits
+
+    def check(self, action: ArmAction, q_base: np.ndarray, gripper_width: float) -> SafeAction | Rejection:
+        state = RobotState(joint_pos=q_base, ee_pose=None, gripper_width=gripper_width)
+        return self.safety.check(action, state)
+
+    def joint_target(self, safe: SafeAction, q_base: np.ndarray) -> np.ndarray | Rejection:
+        """The joint target for a filtered action: as is, or by IK for an EE target."""
+        if safe.mode == "joint_position":
+            return safe.target
+        ik = solve_ik(safe.target, q_base, self.limits.tcp_offset)
+        if not ik.converged and (ik.position_error > IK_TOLERANCE[0] or ik.rotation_error > IK_TOLERANCE[1]):
+            return Rejection("ik_failed", f"no joint solution within {IK_TOLERANCE} (err {ik.position_error:.2e} m)")
+        if np.any(ik.q < self.limits.q_lo) or np.any(ik.q > self.limits.q_hi):
+            bad = np.flatnonzero((ik.q < self.limits.q_lo) | (ik.q > self.limits.q_hi)) + 1
+            return Rejection("joint_limit", f"the EE target needs joint(s) {bad.tolist()} beyond their limits")
+        return ik.q
+
+    def resolve(self, goal: Goal, q_base: np.ndarray, gripper_width: float) -> tuple[np.ndarray, SafeAction] | Rejection:
+        safe = self.check(goal.action, q_base, gripper_width)
+        if not safe:
+            return safe
+        target = self.joint_target(safe, q_base)
+        if isinstance(target, Rejection):
+            return target
+        return target, safe

@@ -1,0 +1,143 @@
+"""``FrankyLink``: the only module that talks to franky (and through it, libfranka).
+
+It turns franky's exceptions into our typed errors — ``ReflexError`` for control/reflex/planner
+errors the arm can recover from, ``LinkLost`` for a dead network link — so the driver above it
+decides with ``except`` clauses, not by parsing messages.
+
+Motions: every target is an *asynchronous* ``JointMotion`` with ``return_when_finished=False``:
+franky plans it with Ruckig from the current commanded state, a newer target takes over seamlessly
+from wherever the previous one is, and when no new target comes the arm keeps holding the last one
+(a servo that settles, instead of a motion that ends and lets the arm sag).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlinf_robot.errors import LinkLost, MissingDependency, ReflexError
+
+
+@dataclass(frozen=True)
+class ArmReading:
+    """One state sample from the controller."""
+
+    t: float  # monotonic time of the read
+    q: np.ndarray  # measured joint positions
+    dq: np.ndarray
+    q_d: np.ndarray  # desired (commanded) joint positions: where the motion generator continues from
+    mode: str  # franka RobotMode name: Idle, Move, Reflex, ...
+
+
+def _franky():
+    try:
+        import franky
+    except ImportError as exc:  # pragma: no cover - franky is part of the robot extra
+        raise MissingDependency("franky-control", extra="robot") from exc
+    return franky
+
+
+class FrankyLink:
+    def __init__(self, host: str, realtime: bool = False, dynamics_factor: float = 0.2):
+        self.host = host
+        self.realtime = realtime
+        self._factor = dynamics_factor
+        self._robot = None
+
+    @property
+    def connected(self) -> bool:
+        return self._robot is not None
+
+    def connect(self) -> None:
+        """One connection attempt; raises ``LinkLost`` when the controller does not answer."""
+        franky = _franky()
+        rt = franky.RealtimeConfig.Enforce if self.realtime else franky.RealtimeConfig.Ignore
+        try:
+            robot = franky.Robot(self.host, realtime_config=rt)
+            robot.relative_dynamics_factor = self._factor
+        except Exception as exc:  # franky raises several unrelated types for "nobody there"
+            raise LinkLost(f"cannot connect to the arm at {self.host}: {exc}") from exc
+        self._robot = robot
+
+    def close(self) -> None:
+        robot, self._robot = self._robot, None
+        if robot is not None:
+            try:
+                robot.stop()
+            except Exception:
+                pass
+            del robot
+
+    def set_dynamics_factor(self, factor: float) -> None:
+        self._factor = float(factor)
+        if self._robot is not None:
+            self._robot.relative_dynamics_factor = self._factor
+
+    def read(self) -> ArmReading:
+        robot = self._require()
+        try:
+            s = robot.state
+        except Exception as exc:
+            raise LinkLost(f"lost the arm at {self.host}: {exc}") from exc
+        return ArmReading(
+            t=time.monotonic(),
+            q=np.array(s.q, dtype=np.float64),
+            dq=np.array(s.dq, dtype=np.float64),
+            q_d=np.array(s.q_d, dtype=np.float64),
+            mode=str(s.robot_mode).rsplit(".", 1)[-1],
+        )
+
+    def move_joints(self, target: np.ndarray) -> None:
+        """Start (or take over with) an asynchronous joint motion to ``target``."""
+        franky = _franky()
+        robot = self._require()
+        motion = franky.JointMotion([float(x) for x in target], return_when_finished=False)
+        self._guard(lambda: robot.move(motion, asynchronous=True))
+
+    def poll(self) -> bool:
+        """Whether a motion runs; raises ``ReflexError`` / ``LinkLost`` if the last one failed."""
+        robot = self._require()
+        return bool(self._guard(robot.poll_motion))
+
+    def stop(self) -> None:
+        """Preempt the running motion (the arm stops on its controller's stop trajectory)."""
+        if self._robot is None:
+            return
+        try:
+            self._robot.stop()
+        except Exception:
+            pass  # a stop that fails because the motion already died is still a stop
+        try:
+            self._robot.join_motion(timeout=1.0)
+        except Exception:
+            pass
+
+    def has_errors(self) -> bool:
+        return bool(self._require().has_errors)
+
+    def recover(self) -> bool:
+        robot = self._require()
+        return bool(self._guard(robot.recover_from_errors))
+
+    def _require(self):
+        if self._robot is None:
+            raise LinkLost(f"not connected to the arm at {self.host}")
+        return self._robot
+
+    @staticmethod
+    def _guard(call):
+        franky = _franky()
+        try:
+            return call()
+        except (franky.NetworkException, franky.ProtocolException) as exc:
+            raise LinkLost(str(exc)) from exc
+        except franky.Exception as exc:  # ControlException (reflexes), CommandException, ...
+            raise ReflexError(str(exc).strip()) from exc
+        except RuntimeError as exc:
+            # franky's motion planner (Ruckig) and libfranka's "Net Exception" both surface as
+            # RuntimeError; the network one means the link is gone, the rest need a recovery.
+            if "Net" in str(exc) or "network" in str(exc).lower():
+                raise LinkLost(str(exc)) from exc
+            raise ReflexError(str(exc).strip()) from exc
