@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlinf_robot.envs.spec import ACTION_MODES, ActionSpec
+from rlinf_robot.envs.spec import ACTION_MODES
 from rlinf_robot.safety.limits import SafetyLimits
+from sim.actions import GRIPPER_MAX_WIDTH, safe_action_spec
 
-GRIPPER_MAX_WIDTH = 0.08
 _IK_DAMPING = 1e-2  # lambda of the damped least squares solve (m / rad)
 
 
@@ -39,16 +39,7 @@ class ActionMapper:
         self.q_lo, self.q_hi = self.limits.q_lo, self.limits.q_hi
         self.box_lo = np.asarray(self.limits.workspace_min, np.float64)
         self.box_hi = np.asarray(self.limits.workspace_max, np.float64)
-        if mode == "joint_delta":
-            high = self.joint_step.astype(np.float32)
-        else:
-            high = np.array([self.ee_step] * 3 + [self.rot_step] * 3, np.float32)
-        low = -high
-        if gripper:
-            low = np.append(low, np.float32(0.0))
-            high = np.append(high, np.float32(GRIPPER_MAX_WIDTH))
-        width = ACTION_MODES[mode] + int(gripper)
-        self.spec = ActionSpec(mode, (width,), low.astype(np.float32), high.astype(np.float32), float(control_hz), gripper)
+        self.spec = safe_action_spec(mode, gripper, control_hz, self.limits)
 
     def noop(self, num_envs: int, width_now: np.ndarray | None = None) -> np.ndarray:
         """The action that holds still (delta 0, gripper at its current width)."""

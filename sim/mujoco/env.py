@@ -19,11 +19,13 @@ import numpy as np
 
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
 from rlinf_robot.errors import ConfigError
+from sim.actions import check_actions
 from sim.mujoco import dr_apply
 from sim.mujoco.config import MujocoConfig
 from sim.mujoco.control import GRIPPER_MAX_WIDTH, ActionMapper
 from sim.mujoco.scene import build_model
 from sim.mujoco.tasks.base import READY_Q, Batch, Task
+from sim.quat import DOWN
 
 _CTRL_PER_METRE = 255.0 / GRIPPER_MAX_WIDTH  # the hand actuator's ctrl range 0..255 spans 0..8 cm
 GRIP_STIFFNESS_SCALE = 10.0
@@ -31,7 +33,7 @@ GRIP_STIFFNESS_SCALE = 10.0
 
 #: Reference for the TCP quaternion's sign: the gripper pointing down (180 deg about x). The TCP spends
 #: its life near this orientation, where "w >= 0" would flip sign at random; q . ref >= 0 does not.
-TCP_QUAT_REF = np.array([0.0, 1.0, 0.0, 0.0])
+TCP_QUAT_REF = DOWN
 
 
 def mat_to_quat(m: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
@@ -145,7 +147,7 @@ class MujocoFR3Env(BatchedEnv):
     def step(self, actions: np.ndarray):
         if self._batch is None:
             raise RuntimeError("call reset() before step()")
-        a = self._check_actions(actions)
+        a = check_actions(actions, self.action_spec, self.num_envs)
         if self._history.shape[1] > 1:  # action delay: apply the action from `delay` ticks ago
             self._history[:, 1:] = self._history[:, :-1]
             self._history[:, 0] = a
@@ -276,12 +278,3 @@ class MujocoFR3Env(BatchedEnv):
             state += self._step_rng.normal(0.0, self.dr.obs_noise_std, state.shape).astype(np.float32)
         images = self._rig.render(self.models, self.datas) if self._rig is not None else {}
         return {"state": state, "images": images, "instruction": [self.instruction] * self.num_envs}
-
-    def _check_actions(self, actions: np.ndarray) -> np.ndarray:
-        a = np.asarray(actions, dtype=np.float32)
-        want = (self.num_envs, *self.action_spec.shape)
-        if a.shape != want:
-            raise ValueError(f"actions must have shape {want}, got {a.shape}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError("actions contain NaN or inf; nothing was applied")
-        return a

@@ -12,26 +12,10 @@ import numpy as np
 from sim.mujoco.tasks.lift import GRASP_HEIGHT
 from sim.mujoco.tasks.push import HALF as PUSH_HALF
 from sim.mujoco.tasks.push import PUSH_HEIGHT
+from sim.quat import rotvec_between
 
 _STEP = 0.02  # m per tick (the safety filter's cap at <= 25 Hz)
 _GAIN = 1.5  # proportional gain on the position error (per tick)
-
-
-def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    aw, ax, ay, az = a.T
-    bw, bx, by, bz = b.T
-    return np.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], axis=1)
-
-
-def _rotvec_to(q_now: np.ndarray, q_goal: np.ndarray) -> np.ndarray:
-    """World-frame rotation vector taking q_now to q_goal (shortest way)."""
-    conj = q_now * np.array([1.0, -1.0, -1.0, -1.0])
-    rel = _qmul(q_goal, conj)
-    rel *= np.where(rel[:, :1] < 0, -1.0, 1.0)
-    s = np.linalg.norm(rel[:, 1:], axis=1, keepdims=True)
-    angle = 2.0 * np.arctan2(s, rel[:, :1])
-    return rel[:, 1:] * np.where(s > 1e-9, angle / np.maximum(s, 1e-12), 2.0)
 
 
 def _down(yaw: np.ndarray) -> np.ndarray:
@@ -42,7 +26,7 @@ def _down(yaw: np.ndarray) -> np.ndarray:
 def _move(tcp: np.ndarray, target: np.ndarray, quat: np.ndarray, yaw: np.ndarray | None = None) -> np.ndarray:
     dp = np.clip(_GAIN * (target - tcp), -_STEP, _STEP)
     yaw = np.zeros(len(tcp)) if yaw is None else yaw
-    rot = np.clip(_rotvec_to(quat, _down(yaw)), -0.075, 0.075)
+    rot = np.clip(rotvec_between(quat, _down(yaw)), -0.075, 0.075)
     return np.concatenate([dp, rot], axis=1)
 
 
