@@ -102,17 +102,29 @@ class Cluster:
                  time.perf_counter() - t0, self.resource_spec())
 
     # ---------------------------------------------------------------- description
-    def nodes(self) -> list[NodeSpec]:
-        """Alive nodes, head first, with their CPUs, (logical) GPUs and IP address."""
+    def nodes(self, available: bool = False) -> list[NodeSpec]:
+        """Alive nodes, head first, with their CPUs, (logical) GPUs and IP address.
+
+        ``available``: GPUs still free and the free CPU amount as ``cpu_budget`` (for planning a
+        group next to groups already running).
+        """
         ray = _ray()
+        from ray._private import state
+
+        free = state.available_resources_per_node() if available else {}
         alive = [n for n in ray.nodes() if n.get("Alive")]
         alive.sort(key=lambda n: (not n["Resources"].get("node:__internal_head__"), n["NodeManagerAddress"]))
-        return [NodeSpec(num_cpus=max(1, int(n["Resources"].get("CPU", 0))),
-                         num_gpus=int(n["Resources"].get("GPU", 0)),
-                         address=n["NodeManagerAddress"]) for n in alive]
+        out = []
+        for n in alive:
+            res = n["Resources"]
+            spare = free.get(n["NodeID"], {}) if available else res
+            out.append(NodeSpec(num_cpus=max(1, int(res.get("CPU", 0))), num_gpus=int(spare.get("GPU", 0)),
+                                address=n["NodeManagerAddress"],
+                                cpu_budget=float(spare.get("CPU", 0.0)) if available else None))
+        return out
 
-    def resource_spec(self) -> ResourceSpec:
-        return ResourceSpec(tuple(self.nodes()))
+    def resource_spec(self, available: bool = False) -> ResourceSpec:
+        return ResourceSpec(tuple(self.nodes(available)))
 
     def accelerator_types(self) -> list[str]:
         """Accelerator models Ray detected (``accelerator_type:H200`` resources); empty on CPU."""

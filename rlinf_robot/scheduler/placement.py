@@ -278,7 +278,8 @@ def _plan(mode: str, res: ResourceSpec, groups: Sequence[GroupSpec], sets: list[
     for n, node in enumerate(res.nodes):
         mine = [b for b in range(len(members_of)) if bundle_node[b] == n]
         total = sum(demand[b] for b in mine)
-        scale = min(1.0, node.num_cpus / total) if total else 1.0
+        budget = node.num_cpus if node.cpu_budget is None else min(node.cpu_budget, node.num_cpus)
+        scale = min(1.0, budget / total) if total else 1.0
         start = 0
         for b in mine:
             bundle_cores[b] = tuple((start + k) % node.num_cpus for k in range(min(demand[b], node.num_cpus)))

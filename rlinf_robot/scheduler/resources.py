@@ -21,15 +21,24 @@ def _check_int(owner: str, key: str, value: Any, minimum: int) -> None:
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """One machine: its CPU cores and accelerators. ``address`` is the Ray node IP, if known."""
+    """One machine: its CPU cores and accelerators. ``address`` is the Ray node IP, if known.
+
+    ``cpu_budget`` caps the Ray CPU amount a plan may reserve on the node (default: ``num_cpus``);
+    planning a group next to groups that already run uses what is still free.
+    """
 
     num_cpus: int
     num_gpus: int = 0
     address: str = ""
+    cpu_budget: float | None = None
 
     def __post_init__(self):
         _check_int("node", "num_cpus", self.num_cpus, 1)
         _check_int("node", "num_gpus", self.num_gpus, 0)
+        if self.cpu_budget is not None and not self.cpu_budget >= 0.001:
+            raise PlacementError(
+                f"no free CPU on node {self.address or '?'} (cpu_budget={self.cpu_budget!r}): plan every group "
+                "in one make_plan(...) so CPU shares shrink to fit, instead of adding groups one by one")
 
 
 @dataclass(frozen=True)

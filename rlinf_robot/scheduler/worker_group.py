@@ -65,10 +65,14 @@ class GroupResult:
 
         try:
             return ray.get(ref)
-        except RayActorError as exc:
+        except RayTaskError as exc:  # the method raised (first: Ray's error classes mix in the cause's)
+            cause = exc.cause
+            if isinstance(cause, RayActorError):  # ...because a worker it was calling died
+                detail = "a worker it was waiting on died:\n" + _first_lines(str(cause))
+                raise WorkerError(self.group, rank, self.method, detail) from None
+            raise WorkerError(self.group, rank, self.method, str(exc)) from cause
+        except RayActorError as exc:  # this worker's process died
             raise WorkerCrashed(self.group, rank, self.method, _first_lines(str(exc))) from None
-        except RayTaskError as exc:
-            raise WorkerError(self.group, rank, self.method, str(exc)) from exc.cause
 
 
 def _drain_errors(refs: list[Any]) -> None:
@@ -157,7 +161,7 @@ class WorkerGroup:
               **launch_kwargs: Any) -> WorkerGroup:
         """A group on its own resources (a one-group plan); its reservation is released on shutdown."""
         spec = GroupSpec(name, num_ranks, gpus_per_rank=gpus_per_rank, cpus_per_rank=cpus_per_rank)
-        plan = make_plan("disaggregated", cluster.resource_spec(), [spec], affinity=affinity)
+        plan = make_plan("disaggregated", cluster.resource_spec(available=True), [spec], affinity=affinity)
         reservation = cluster.reserve(plan)
         try:
             return cls.launch(worker_cls, name, reservation, _owns_reservation=True, **launch_kwargs)
