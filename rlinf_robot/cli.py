@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "demo": "rlinf_robot.commands.demo",
     "doctor": "rlinf_robot.commands.doctor",
     "keys": "rlinf_robot.commands.keys",
+    "plan": "rlinf_robot.commands.plan",
     "robot": "rlinf_robot.commands.robot",
 }
 

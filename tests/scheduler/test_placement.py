@@ -121,3 +121,47 @@ def test_group_spec_validation_names_the_key():
     with pytest.raises(PlacementError, match="unknown keys \\['gpu'\\]"):
         GroupSpec.from_dict("actor", {"num_ranks": 2, "gpu": 1})
     assert GroupSpec.from_dict("actor", {"num_ranks": 2, "gpus_per_rank": 1, "devices": "2-3"}).devices == (2, 3)
+
+
+# ------------------------------------------------------------------------------------ configs
+CONF = __import__("pathlib").Path(__file__).resolve().parents[2] / "rlinf_robot" / "conf" / "cluster"
+
+
+@pytest.mark.parametrize("path", sorted(CONF.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_cluster_config_loads_and_plans(path):
+    from rlinf_robot.scheduler.config import SchedulerConfig
+
+    cfg = SchedulerConfig.from_yaml(path)
+    plan = cfg.plan()
+    assert set(plan.group_names()) == {g.name for g in cfg.groups}
+    # The same groups re-planned on a bigger cluster: same code path, different shape.
+    assert cfg.plan(ResourceSpec.uniform(8, 8, 64)).resources.total_gpus == 64
+
+
+def test_config_errors_name_the_key():
+    from rlinf_robot.errors import ConfigError
+    from rlinf_robot.scheduler.config import SchedulerConfig
+
+    base = {"placement": {"mode": "hybrid", "share": [["env", "rollout"]]},
+            "groups": {"env": {"num_ranks": 1}, "rollout": {"num_ranks": 1, "gpus_per_rank": 1}},
+            "resources": {"num_nodes": 1, "gpus_per_node": 1, "cpus_per_node": 2}}
+    assert SchedulerConfig.from_dict(base).plan().mode == "hybrid"
+    with pytest.raises(ConfigError, match="unknown keys \\['gpus'\\]"):
+        SchedulerConfig.from_dict({**base, "gpus": 2})
+    with pytest.raises(ConfigError, match="cluster.num_gpus must be an integer >= 0"):
+        SchedulerConfig.from_dict({**base, "num_gpus": -1})
+    with pytest.raises(PlacementError, match="ask 1 accelerator\\(s\\) but only 0 of 0"):  # at load time
+        SchedulerConfig.from_dict({**base, "resources": {"num_nodes": 1, "gpus_per_node": 0}})
+    two = {"env": {"num_ranks": 1}, "rollout": {"num_ranks": 2, "gpus_per_rank": 1}}
+    with pytest.raises(PlacementError, match="ask 2 accelerator\\(s\\) but only 1 of 1"):
+        SchedulerConfig.from_dict({**base, "groups": two})
+
+
+def test_plan_command_prints_the_plan(capsys):
+    from rlinf_robot.cli import main
+
+    assert main(["plan", str(CONF / "hybrid.yaml"), "--affinity", "auto"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("hybrid plan: 1 node(s), 4 accelerator(s)") and "affinity=auto" in out
+    assert main(["plan", str(CONF / "hybrid.yaml"), "--nodes", "1", "--gpus-per-node", "1"]) == 1
+    assert "only 1 of 1 are free" in capsys.readouterr().out
