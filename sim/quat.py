@@ -50,3 +50,26 @@ def rotvec_between(q_from: np.ndarray, q_to: np.ndarray) -> np.ndarray:
     s = np.linalg.norm(rel[..., 1:], axis=-1, keepdims=True)
     angle = 2.0 * np.arctan2(s, rel[..., :1])
     return rel[..., 1:] * np.where(s > 1e-9, angle / np.maximum(s, 1e-12), 2.0)
+
+
+def quat_to_matrix(q: np.ndarray) -> np.ndarray:
+    """Unit quaternions [N, 4] (w x y z) -> rotation matrices [N, 3, 3]."""
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+    ], -2)
+
+
+def matrix_to_quat(m: np.ndarray) -> np.ndarray:
+    """Rotation matrices [N, 3, 3] -> unit quaternions [N, 4] (w x y z, w >= 0)."""
+    m00, m01, m02 = m[:, 0, 0], m[:, 0, 1], m[:, 0, 2]
+    m10, m11, m12 = m[:, 1, 0], m[:, 1, 1], m[:, 1, 2]
+    m20, m21, m22 = m[:, 2, 0], m[:, 2, 1], m[:, 2, 2]
+    w = 0.5 * np.sqrt(np.maximum(0.0, 1.0 + m00 + m11 + m22))
+    x = 0.5 * np.sqrt(np.maximum(0.0, 1.0 + m00 - m11 - m22)) * np.copysign(1.0, m21 - m12)
+    y = 0.5 * np.sqrt(np.maximum(0.0, 1.0 - m00 + m11 - m22)) * np.copysign(1.0, m02 - m20)
+    z = 0.5 * np.sqrt(np.maximum(0.0, 1.0 - m00 - m11 + m22)) * np.copysign(1.0, m10 - m01)
+    q = np.stack([w, x, y, z], axis=1)
+    return q / np.linalg.norm(q, axis=1, keepdims=True)

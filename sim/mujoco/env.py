@@ -25,7 +25,7 @@ from sim.mujoco.config import MujocoConfig
 from sim.mujoco.control import GRIPPER_MAX_WIDTH, ActionMapper
 from sim.mujoco.scene import build_model
 from sim.mujoco.tasks.base import READY_Q, Batch, Task
-from sim.quat import DOWN
+from sim.quat import DOWN, canonical, matrix_to_quat
 
 _CTRL_PER_METRE = 255.0 / GRIPPER_MAX_WIDTH  # the hand actuator's ctrl range 0..255 spans 0..8 cm
 GRIP_STIFFNESS_SCALE = 10.0
@@ -34,21 +34,6 @@ GRIP_STIFFNESS_SCALE = 10.0
 #: Reference for the TCP quaternion's sign: the gripper pointing down (180 deg about x). The TCP spends
 #: its life near this orientation, where "w >= 0" would flip sign at random; q . ref >= 0 does not.
 TCP_QUAT_REF = DOWN
-
-
-def mat_to_quat(m: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
-    """Rotation matrices [N, 9] (row-major) -> unit quaternions [N, 4] w x y z, sign chosen so that
-    q . ref >= 0 (default ref: identity, i.e. w >= 0)."""
-    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m.T
-    w = 0.5 * np.sqrt(np.maximum(0.0, 1.0 + m00 + m11 + m22))
-    x = 0.5 * np.sqrt(np.maximum(0.0, 1.0 + m00 - m11 - m22)) * np.copysign(1.0, m21 - m12)
-    y = 0.5 * np.sqrt(np.maximum(0.0, 1.0 - m00 + m11 - m22)) * np.copysign(1.0, m02 - m20)
-    z = 0.5 * np.sqrt(np.maximum(0.0, 1.0 - m00 - m11 + m22)) * np.copysign(1.0, m10 - m01)
-    q = np.stack([w, x, y, z], axis=1)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    if ref is not None:
-        q *= np.where(q @ ref < 0, -1.0, 1.0)[:, None]
-    return q
 
 
 def tune_servos(model) -> None:
@@ -258,7 +243,7 @@ class MujocoFR3Env(BatchedEnv):
         qpos = np.stack([d.qpos for d in ds])
         qvel = np.stack([d.qvel for d in ds])
         tcp_pos = np.stack([d.site_xpos[t] for d in ds])
-        tcp_quat = mat_to_quat(np.stack([d.site_xmat[t] for d in ds]), TCP_QUAT_REF)
+        tcp_quat = canonical(matrix_to_quat(np.stack([d.site_xmat[t] for d in ds]).reshape(-1, 3, 3)), TCP_QUAT_REF)
         obj_pos = obj_quat = None
         if self._obj_adr >= 0:
             a = self._obj_adr
