@@ -35,6 +35,8 @@ class PolicyOutput:
 class BasePolicy(nn.Module, abc.ABC):
     action_spec: ActionSpec
     chunk_size: int = 1
+    #: Whether the policy reads camera images (then a state-only final observation cannot feed it).
+    uses_images: bool = False
 
     def _init_action_space(self, action_spec: ActionSpec, chunk_size: int) -> None:
         self.action_spec = action_spec
@@ -57,6 +59,11 @@ class BasePolicy(nn.Module, abc.ABC):
         """Env units -> normalized space (for demonstrations recorded in env units)."""
         a = torch.as_tensor(np.asarray(actions), dtype=torch.float32, device=self._act_center.device)
         return (a - self._act_center) / self._act_half
+
+    def raw_from_normalized(self, actions: Tensor) -> Tensor:
+        """The ``raw_actions`` (what log-probs are of) for normalized actions: identity for Gaussians,
+        bin indices for token heads. Used to score demonstrations by likelihood."""
+        return actions
 
     @abc.abstractmethod
     def forward(self, batch: dict) -> dict[str, Tensor]: ...

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from policies.base import BasePolicy, PolicyOutput, state_tensor
@@ -141,11 +142,25 @@ class MLPPolicy(BasePolicy):
         return PolicyOutput(self.to_env_actions(raw), raw, logp, value)
 
 
-class QEnsemble(nn.Module):
-    """E independent critics Q_e(s, a) evaluated in one batched pass -> ``[E, B]``.
+class EnsembleLinear(nn.Module):
+    """E independent linear layers applied in one batched matmul: ``[E, B, in] -> [E, B, out]``."""
 
-    ``layer_norm=True`` puts LayerNorm after every hidden layer: RLPD's fix for critic divergence
-    when training on out-of-distribution demo actions at a high update-to-data ratio.
+    def __init__(self, num: int, fan_in: int, fan_out: int, gain: float = np.sqrt(2)):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num, fan_in, fan_out))
+        self.bias = nn.Parameter(torch.zeros(num, 1, fan_out))
+        for w in self.weight:
+            nn.init.orthogonal_(w, gain)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class QEnsemble(nn.Module):
+    """E independent critics Q_e(s, a), evaluated together as batched matmuls -> ``[E, B]``.
+
+    ``layer_norm=True`` puts a (per-critic) LayerNorm after every hidden layer: RLPD's fix for critic
+    divergence when training on out-of-distribution demo actions at a high update-to-data ratio.
     """
 
     def __init__(
@@ -158,11 +173,27 @@ class QEnsemble(nn.Module):
         activation: str = "relu",
     ):
         super().__init__()
-        self.critics = nn.ModuleList(
-            mlp([state_dim + action_dim, *hidden, 1], activation, layer_norm=layer_norm)
-            for _ in range(num_critics)
+        if activation not in _ACTIVATIONS:
+            raise ConfigError(f"activation {activation!r} not in {sorted(_ACTIVATIONS)}")
+        self.num_critics = num_critics
+        sizes = [state_dim + action_dim, *hidden]
+        self.layers = nn.ModuleList(
+            EnsembleLinear(num_critics, a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)
         )
+        self.norm_scale = nn.ParameterList(
+            nn.Parameter(torch.ones(num_critics, 1, h)) for h in (hidden if layer_norm else ())
+        )
+        self.norm_shift = nn.ParameterList(
+            nn.Parameter(torch.zeros(num_critics, 1, h)) for h in (hidden if layer_norm else ())
+        )
+        self.act = _ACTIVATIONS[activation]()
+        self.out = EnsembleLinear(num_critics, sizes[-1], 1, gain=1.0)
 
     def forward(self, state: Tensor, action: Tensor) -> Tensor:
-        x = torch.cat([state, action.flatten(1)], dim=-1)
-        return torch.stack([q(x).squeeze(-1) for q in self.critics], dim=0)
+        x = torch.cat([state, action.flatten(1)], dim=-1).unsqueeze(0).expand(self.num_critics, -1, -1)
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if len(self.norm_scale):
+                x = F.layer_norm(x, x.shape[-1:]) * self.norm_scale[i] + self.norm_shift[i]
+            x = self.act(x)
+        return self.out(x).squeeze(-1)

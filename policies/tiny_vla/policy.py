@@ -73,6 +73,7 @@ class TinyVLAPolicy(BasePolicy):
         self.tokenizer = tokenizer or build_byte_tokenizer()
         self._init_action_space(_spec_from_config(model.config), model.config.chunk_size)
         self._token_cache: dict[str, list[int]] = {}
+        self.uses_images = bool(model.config.cameras)
 
     # -------------------------------------------------------------- save / load
     def save_pretrained(self, path: str | os.PathLike) -> None:

@@ -58,5 +58,4 @@ def temperature_loss(log_alpha: Tensor, log_prob: Tensor, target_entropy: float)
 @torch.no_grad()
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     """Polyak averaging: theta' <- tau * theta + (1 - tau) * theta'."""
-    for t, s in zip(target.parameters(), source.parameters(), strict=True):
-        t.lerp_(s, tau)
+    torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)

@@ -18,6 +18,7 @@ from rlinf_robot.algorithms.loops.rollout import (
     EpisodeTracker,
     env_step,
     episode_success,
+    final_obs,
     flatten_obs,
     stack_obs,
     take_obs,
@@ -68,15 +69,15 @@ def collect_rollout(
 ):
     """Run ``num_steps`` decisions in ``env``. Returns (rollout, next obs).
 
-    A time-limit truncation is bootstrapped: r_t += gamma * V(final obs) when the env reports the
-    pre-reset observation as ``info["final_obs"]``; otherwise the truncation counts as an end.
+    A time-limit truncation is bootstrapped, r_t += gamma * V(final obs), when the env reports the
+    pre-reset observation (see ``final_obs``); otherwise the truncation counts as an end.
     """
     obs_list, raws, logps, values, rewards, dones = [], [], [], [], [], []
     for _ in range(num_steps):
         out = policy.predict_action_batch(obs)
         next_obs, reward, term, trunc, info = env_step(env, out.actions)
         reward = np.asarray(reward, np.float32).copy()
-        final = info.get("final_obs")
+        final = final_obs(info, next_obs, policy)
         if final is not None and trunc.any():
             with torch.no_grad():
                 v_final = policy.value(final).cpu().numpy()

@@ -90,3 +90,16 @@ def env_step(env: BatchedEnv, actions: np.ndarray):
     if actions.shape[1] == 1:
         return env.step(actions[:, 0])
     return env.chunk_step(actions)
+
+
+def final_obs(info: dict, next_obs: dict, policy) -> dict | None:
+    """The observation that ended each finished episode (before the env's auto-reset), if known.
+
+    Envs report it as ``info["final_obs"]`` or, state only, ``info["final_state"]``; a state-only
+    one is usable only by policies that do not read images. Rows of unfinished envs are filler.
+    """
+    if info.get("final_obs") is not None:
+        return info["final_obs"]
+    if info.get("final_state") is not None and not getattr(policy, "uses_images", False):
+        return {"state": info["final_state"], "images": {}, "instruction": next_obs.get("instruction", [])}
+    return None

@@ -18,7 +18,7 @@ import torch
 
 from rlinf_robot.algorithms.buffers import ReplayBuffer
 from rlinf_robot.algorithms.loops.ppo_loop import TrainResult
-from rlinf_robot.algorithms.loops.rollout import EpisodeTracker, episode_success
+from rlinf_robot.algorithms.loops.rollout import EpisodeTracker, episode_success, final_obs
 from rlinf_robot.algorithms.rlpd import subset_min, symmetric_sample
 from rlinf_robot.algorithms.sac import (
     sac_actor_loss,
@@ -74,8 +74,8 @@ class SACLearner:
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(math.log(cfg.init_alpha), requires_grad=True)
         self.target_entropy = -float(act_dim) if cfg.target_entropy is None else cfg.target_entropy
-        self.actor_opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.lr)
+        self.actor_opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr, fused=True)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.lr, fused=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.lr)
         self.updates = 0
 
@@ -97,7 +97,7 @@ class SACLearner:
         self.critic_opt.step()
         soft_update(self.target, self.critic, cfg.tau)
         self.updates += 1
-        stats = {"critic_loss": float(critic_loss), "alpha": float(alpha)}
+        stats = {"critic_loss": critic_loss.item(), "alpha": alpha.item()}
         if self.updates % cfg.actor_delay:
             return stats
         a_pi, logp = self.policy.sample({"state": s})
@@ -111,7 +111,7 @@ class SACLearner:
         self.alpha_opt.zero_grad(set_to_none=True)
         alpha_loss.backward()
         self.alpha_opt.step()
-        stats.update(actor_loss=float(actor_loss), entropy=float(-logp.mean()))
+        stats.update(actor_loss=actor_loss.item(), entropy=-logp.mean().item())
         return stats
 
 
@@ -151,7 +151,7 @@ def train_sac(
             out = policy.predict_action_batch(obs)
             raw, actions = out.raw_actions, out.actions
         obs, reward, term, trunc, info = env.step(actions[:, 0]) if H == 1 else env.chunk_step(actions)
-        final = info.get("final_obs")
+        final = final_obs(info, obs, policy)
         next_state = torch.as_tensor(obs["state"], dtype=torch.float32).clone()
         done_for_target = term.copy()
         if final is not None:

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rlinf_robot.algorithms.loops.rollout import flatten_obs, stack_obs, take_obs
-from rlinf_robot.algorithms.sft import bc_loss
+from rlinf_robot.algorithms.sft import bc_loss, bc_nll_loss
 from rlinf_robot.envs.spec import BatchedEnv
 
 
@@ -96,7 +96,7 @@ class SFTConfig:
     batch_size: int = 256
     lr: float = 1e-3
     weight_decay: float = 0.0
-    loss: str = "l1"
+    loss: str = "l1"  # "l1" | "mse" on the chunk mean, or "nll" (log-likelihood, e.g. action tokens)
     max_grad_norm: float = 1.0
 
 
@@ -113,8 +113,12 @@ def train_sft(
         total, count = 0.0, 0
         for start in range(0, len(demos), cfg.batch_size):
             idx = perm[start : start + cfg.batch_size]
-            out = policy({"obs": take_obs(demos.obs, idx)})
-            loss = bc_loss(out["mean"], target[idx], demos.mask[idx], cfg.loss)
+            if cfg.loss == "nll":  # likelihood of the expert chunk (token heads: cross-entropy)
+                raw = policy.raw_from_normalized(target[idx])
+                loss = bc_nll_loss(policy({"obs": take_obs(demos.obs, idx), "raw_actions": raw})["log_prob"])
+            else:
+                out = policy({"obs": take_obs(demos.obs, idx)})
+                loss = bc_loss(out["mean"], target[idx], demos.mask[idx], cfg.loss)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
