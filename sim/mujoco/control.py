@@ -35,7 +35,9 @@ class ActionMapper:
         self.gripper = gripper
         self.limits = limits or SafetyLimits.from_yaml()
         self.joint_step = self.limits.joint_step_limit(control_hz)
-        self.ee_step, self.rot_step = self.limits.ee_step_limit(control_hz)
+        self.ee_step, self.ee_step_rot = self.limits.ee_step_limit(control_hz)
+        self._ee_limits = np.array([self.ee_step, self.ee_step_rot])
+        self._damping = (_IK_DAMPING**2) * np.eye(6)
         self.q_lo, self.q_hi = self.limits.q_lo, self.limits.q_hi
         self.box_lo = np.asarray(self.limits.workspace_min, np.float64)
         self.box_hi = np.asarray(self.limits.workspace_max, np.float64)
@@ -71,22 +73,22 @@ class ActionMapper:
         return q + alpha[:, None] * (target - q)
 
     def _ee_delta(self, body, q, tcp, jac):
-        dp, rot = body[:, :3], body[:, 3:6]
-        dist = np.linalg.norm(dp, axis=1, keepdims=True)
-        dp = dp * np.minimum(1.0, self.ee_step / np.maximum(dist, 1e-12))
-        ang = np.linalg.norm(rot, axis=1, keepdims=True)
-        rot = rot * np.minimum(1.0, self.rot_step / np.maximum(ang, 1e-12))
-        goal = tcp + dp
-        inside = np.all((tcp >= self.box_lo) & (tcp <= self.box_hi), axis=1)
-        clipped = np.clip(goal, self.box_lo, self.box_hi)
-        # Outside the box (only after a disturbance): accept only moves that reduce the violation.
-        worse = self._violation(goal) >= self._violation(tcp)
-        goal = np.where(inside[:, None], clipped, np.where(worse[:, None], tcp, goal))
-        hold = ~inside & worse
-        err = np.concatenate([goal - tcp, np.where(hold[:, None], 0.0, rot)], axis=1)  # [N, 6]
-        jjt = jac @ jac.transpose(0, 2, 1) + (_IK_DAMPING**2) * np.eye(6)
-        dq = np.einsum("nji,nj->ni", jac, np.linalg.solve(jjt, err[..., None])[..., 0])
-        return np.clip(q + dq, self.q_lo, self.q_hi)
+        n = len(body)
+        parts = body[:, :6].reshape(n, 2, 3)  # [dxyz, rotation vector]
+        norms = np.sqrt(np.einsum("nij,nij->ni", parts, parts))
+        err = (parts * np.minimum(1.0, self._ee_limits / np.maximum(norms, 1e-12))[:, :, None]).reshape(n, 6)
+        goal = tcp + err[:, :3]
+        if ((goal < self.box_lo) | (goal > self.box_hi)).any():  # rare: at the workspace boundary
+            inside = np.all((tcp >= self.box_lo) & (tcp <= self.box_hi), axis=1)
+            clipped = np.clip(goal, self.box_lo, self.box_hi)
+            # Outside the box (only after a disturbance): accept only moves that reduce the violation.
+            worse = self._violation(goal) >= self._violation(tcp)
+            goal = np.where(inside[:, None], clipped, np.where(worse[:, None], tcp, goal))
+            err[:, :3] = goal - tcp
+            err[:, 3:] = np.where((~inside & worse)[:, None], 0.0, err[:, 3:])
+        jt = jac.transpose(0, 2, 1)
+        dq = jt @ np.linalg.solve(jac @ jt + self._damping, err[..., None])  # damped least squares
+        return np.clip(q + dq[..., 0], self.q_lo, self.q_hi)
 
     # --------------------------------------------------------------- the box
     def _violation(self, p):

@@ -25,7 +25,7 @@ from sim.mujoco.config import MujocoConfig
 from sim.mujoco.control import GRIPPER_MAX_WIDTH, ActionMapper
 from sim.mujoco.scene import build_model
 from sim.mujoco.tasks.base import READY_Q, Batch, Task
-from sim.quat import DOWN, canonical, matrix_to_quat
+from sim.quat import DOWN
 
 _CTRL_PER_METRE = 255.0 / GRIPPER_MAX_WIDTH  # the hand actuator's ctrl range 0..255 spans 0..8 cm
 GRIP_STIFFNESS_SCALE = 10.0
@@ -91,8 +91,12 @@ class MujocoFR3Env(BatchedEnv):
         self.obs_spec = ObsSpec((sum(w for _, w in fields),), images, fields)
         self.instruction = task.instruction
 
-        self._jacp = np.zeros((n, 3, base.nv))
-        self._jacr = np.zeros((n, 3, base.nv))
+        self._jac = np.zeros((n, 6, base.nv))  # TCP Jacobian rows: linear xyz, angular xyz
+        self._hand = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_BODY, "hand")
+        self._qpos = np.zeros((n, base.nq))
+        self._qvel = np.zeros((n, base.nv))
+        self._tcp_pos = np.zeros((n, 3))
+        self._tcp_quat = np.zeros((n, 4))
         self._targets = np.tile(READY_Q, (n, 1))
         self._gripper_ctrl = np.full(n, 255.0)
         self._nstep = np.full(n, self.substeps, np.int64)
@@ -138,8 +142,7 @@ class MujocoFR3Env(BatchedEnv):
             self._history[:, 0] = a
             a = self._history[np.arange(self.num_envs), self.delay]
         b = self._batch
-        jac = np.concatenate([self._jacp[:, :, :7], self._jacr[:, :, :7]], axis=1)
-        self._targets, width = self.mapper.targets(a, b.q, b.tcp_pos, jac)
+        self._targets, width = self.mapper.targets(a, b.q, b.tcp_pos, self._jac[:, :, :7])
         if width is not None:
             self._gripper_ctrl = width * _CTRL_PER_METRE
         if self.dr is not None and self.dr.control_jitter > 0:
@@ -210,7 +213,8 @@ class MujocoFR3Env(BatchedEnv):
         d.ctrl[:7] = layout.arm_q
         d.ctrl[7] = self._gripper_ctrl[i]
         mj.mj_forward(m, d)
-        mj.mj_jacSite(m, d, self._jacp[i], self._jacr[i], self._tcp)
+        mj.mj_jacSite(m, d, self._jac[i, :3], self._jac[i, 3:], self._tcp)
+        self._copy_out(i, d)
         self.goal[i] = layout.goal
         self.obj_start[i] = layout.obj_pos if layout.obj_pos is not None else 0.0
         self.steps[i] = 0
@@ -236,21 +240,29 @@ class MujocoFR3Env(BatchedEnv):
             mj.mj_step(m, d, int(self._nstep[i]))
             mj.mj_kinematics(m, d)
             mj.mj_comPos(m, d)
-            mj.mj_jacSite(m, d, self._jacp[i], self._jacr[i], self._tcp)
+            mj.mj_jacSite(m, d, self._jac[i, :3], self._jac[i, 3:], self._tcp)
+            self._copy_out(i, d)
+
+    def _copy_out(self, i: int, d) -> None:
+        """Copy env i's state into the batch buffers (in the worker thread, while others step)."""
+        self._qpos[i] = d.qpos
+        self._qvel[i] = d.qvel
+        self._tcp_pos[i] = d.site_xpos[self._tcp]
+        self._tcp_quat[i] = d.xquat[self._hand]  # the tcp site has the hand's orientation
 
     def _gather(self) -> Batch:
-        ds, t = self.datas, self._tcp
-        qpos = np.stack([d.qpos for d in ds])
-        qvel = np.stack([d.qvel for d in ds])
-        tcp_pos = np.stack([d.site_xpos[t] for d in ds])
-        tcp_quat = canonical(matrix_to_quat(np.stack([d.site_xmat[t] for d in ds]).reshape(-1, 3, 3)), TCP_QUAT_REF)
+        """The batch as views of the buffers: valid until the next physics step or reset, which is
+        all the step needs (observations are built from it before either happens)."""
+        qpos, qvel, tcp_pos = self._qpos, self._qvel, self._tcp_pos
+        q = self._tcp_quat
+        tcp_quat = q * np.where(q @ TCP_QUAT_REF < 0, -1.0, 1.0)[:, None]
         obj_pos = obj_quat = None
         if self._obj_adr >= 0:
             a = self._obj_adr
             obj_pos, obj_quat = qpos[:, a : a + 3], qpos[:, a + 3 : a + 7]
             obj_quat = obj_quat * np.where(obj_quat[:, :1] < 0, -1.0, 1.0)
         return Batch(qpos[:, :7], qvel[:, :7], tcp_pos, tcp_quat, qpos[:, 7] + qpos[:, 8], obj_pos, obj_quat,
-                     self.goal.copy(), self.obj_start.copy())
+                     self.goal, self.obj_start)
 
     # ---------------------------------------------------------- observation
     def _state(self, b: Batch) -> np.ndarray:
