@@ -1,0 +1,93 @@
+"""RealRobotEnv over a real bridge (loopback ZeroMQ, in-memory arm): the batched env contract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlinf_robot.bridge.backend import FR3_HOME
+from rlinf_robot.bridge.ik import tcp_pose
+from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
+from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS
+from rlinf_robot.errors import ConfigError, Latched, LinkLost
+
+HOME_TCP = tcp_pose(FR3_HOME)[:3]
+
+
+@pytest.fixture
+def env(server, make_client):
+    goal = HOME_TCP + np.array([0.04, -0.03, -0.05])
+    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=20.0, task="reach", task_args={"goal": goal.tolist()},
+                        max_episode_steps=200, cameras={"front": (48, 64, 3)}, auto_reset=False)
+    e = RealRobotEnv(make_client(server), cfg)
+    yield e
+    e.close()
+
+
+def test_spec_matches_the_sim_layout(env):
+    assert env.num_envs == 1 and env.action_spec.mode == "ee_delta" and env.action_spec.shape == (6,)
+    assert env.obs_spec.state_fields[: len(ROBOT_STATE_FIELDS)] == ROBOT_STATE_FIELDS
+    assert env.obs_spec.state_shape == (22 + 6,)
+
+
+def test_reset_homes_and_a_p_controller_reaches_the_goal(env, arm):
+    obs = env.reset(seed=0)
+    assert obs["state"].shape == (1, 28) and obs["state"].dtype == np.float32
+    assert obs["images"]["front"].shape == (1, 48, 64, 3) and obs["instruction"] == ["reach"]
+    assert arm.entries("home")
+    sl = env.obs_spec.state_slices()
+    np.testing.assert_allclose(obs["state"][0, sl["tcp_pos"]], HOME_TCP, atol=1e-6)
+    assert obs["state"][0, sl["tcp_quat"]] @ np.array([0, 1, 0, 0]) >= 0
+    for _ in range(40):
+        err = obs["state"][:, sl["goal_minus_tcp"]]
+        action = np.concatenate([err * 2.0, np.zeros((1, 3))], axis=1)  # clipped to the step limit
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert info["rejections"] == [[]]
+        if terminated[0]:
+            break
+    assert terminated[0] and info["success"][0] and reward[0] > 0.7
+    assert np.linalg.norm(obs["state"][0, sl["goal_minus_tcp"]]) < 0.025
+    assert info["latency_ms"]["step"][0] > 0 and "final_state" in info
+
+
+def test_chunk_step_runs_h_actions_as_one_chunk(env, server):
+    env.reset()
+    before = server.status().counters.get("steps_applied", 0)
+    chunk = np.zeros((1, 5, 6), np.float32)
+    chunk[0, :, 2] = 0.005  # 5 x 5 mm up
+    obs, _, _, _, info = env.chunk_step(chunk)
+    sl = env.obs_spec.state_slices()
+    assert obs["state"][0, sl["tcp_pos"]][2] == pytest.approx(HOME_TCP[2] + 0.025, abs=1e-4)
+    assert server.status().counters["steps_applied"] - before == 5
+    assert env.steps[0] == 5 and info["rejections"] == [[]]
+
+
+def test_bad_actions_raise_before_anything_moves(env, arm):
+    env.reset()
+    n = len(arm.entries("apply"))
+    with pytest.raises(ValueError, match="NaN"):
+        env.step(np.full((1, 6), np.nan))
+    with pytest.raises(ValueError, match="shape"):
+        env.step(np.zeros((2, 6)))
+    assert len(arm.entries("apply")) == n
+
+
+def test_e_stop_raises_latched(env, make_client, server):
+    env.reset()
+    make_client(server).command("stop")
+    with pytest.raises(Latched):
+        env.step(np.zeros((1, 6), np.float32))
+
+
+def test_a_stale_camera_is_never_silently_reused(env, arm):
+    env.reset()
+    arm.stale = ["front"]
+    arm.images = {}
+    env.cfg.__dict__["step_timeout_s"] = 0.3  # frozen dataclass: shorten the wait for this test only
+    with pytest.raises(LinkLost, match="front"):
+        env.step(np.zeros((1, 6), np.float32))
+
+
+def test_unknown_task_is_a_config_error(server, make_client):
+    with pytest.raises(ConfigError, match="reach"):
+        RealRobotEnv(make_client(server), RealEnvConfig(task="juggle"))
