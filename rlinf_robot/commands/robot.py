@@ -68,14 +68,14 @@ def _up(args, config: Path, halt: threading.Event) -> int:
         lifecycle = _lifecycle()
         for child in supervisor.children:
             if child.spec.lifecycle:
-                _activate(lifecycle, child, args.ready_timeout)
+                _activate(lifecycle, child, args.ready_timeout, halt)
         supervisor.check_alive()
         pids = ", ".join(f"{c.name} (pid {c.pid})" for c in supervisor.children)
         print(f"{READY}: {pids}; namespace /{args.namespace.strip('/')}; config {config}", flush=True)
         while not halt.wait(0.2):
             for child in supervisor.restart_crashed():
                 if child.spec.lifecycle:
-                    _activate(lifecycle, child, args.ready_timeout)
+                    _activate(lifecycle, child, args.ready_timeout, halt)
                 print(f"robot up: {child.name} running again (pid {child.pid})", flush=True)
         print("robot up: stopping", flush=True)
         return 0
@@ -94,10 +94,12 @@ def _lifecycle():
     return LifecycleManager()
 
 
-def _activate(lifecycle, child, timeout_s: float) -> None:
+def _activate(lifecycle, child, timeout_s: float, halt: threading.Event) -> None:
     from rlinf_robot.robot.bringup.supervisor import StartError
 
-    ok, why = lifecycle.bring_up(child.spec.fqn, timeout_s)
+    ok, why = lifecycle.bring_up(child.spec.fqn, timeout_s, should_stop=halt.is_set)
+    if halt.is_set():
+        return
     if not ok:
         if not child.alive():
             why = child.describe_exit()

@@ -11,6 +11,8 @@ import threading
 import time
 
 _PRIMARY = {1: "unconfigured", 2: "inactive", 3: "active", 4: "finalized"}
+_STEP_S = 3.0  # wait this long for one answer before asking get_state again
+_ATTEMPTS = 3  # transition requests per state before giving up
 
 
 class LifecycleManager:
@@ -34,43 +36,55 @@ class LifecycleManager:
         except Exception:  # context shut down while spinning
             pass
 
-    def bring_up(self, fqn: str, timeout_s: float) -> tuple[bool, str]:
-        """Configure and activate ``fqn`` (e.g. ``/franka/franka_node``); returns (ok, why)."""
+    def bring_up(self, fqn: str, timeout_s: float, should_stop=lambda: False) -> tuple[bool, str]:
+        """Configure and activate ``fqn`` (e.g. ``/franka/franka_node``); returns (ok, why).
+
+        State-driven and retried: after a node restart the graph still lists the dead instance's
+        services for a while, so a request can go to nobody. Each step therefore asks ``get_state``
+        again and re-sends a transition only when the node is still where it was.
+        """
         from lifecycle_msgs.msg import Transition
         from lifecycle_msgs.srv import ChangeState, GetState
 
+        steps = {"unconfigured": Transition.TRANSITION_CONFIGURE, "inactive": Transition.TRANSITION_ACTIVATE}
+        verbs = {"unconfigured": "configure", "inactive": "activate"}
         deadline = time.monotonic() + timeout_s
         get = self.node.create_client(GetState, f"{fqn}/get_state")
         change = self.node.create_client(ChangeState, f"{fqn}/change_state")
+        attempts: dict[str, int] = {}
         try:
-            for client in (get, change):
-                if not client.wait_for_service(timeout_sec=max(deadline - time.monotonic(), 0.1)):
-                    return False, f"{fqn}: lifecycle services did not appear within {timeout_s:g} s"
-            steps = {"unconfigured": Transition.TRANSITION_CONFIGURE, "inactive": Transition.TRANSITION_ACTIVATE}
-            while True:
-                state = self._call(get, GetState.Request(), deadline)
+            while time.monotonic() < deadline and not should_stop():
+                if not get.wait_for_service(timeout_sec=0.5):
+                    continue
+                state = self._call(get, GetState.Request(), _STEP_S)
                 if state is None:
-                    return False, f"{fqn}: get_state did not answer"
-                label = _PRIMARY.get(state.current_state.id, state.current_state.label)
+                    continue  # lost request, or the node is busy in a transition
+                label = _PRIMARY.get(state.current_state.id)
                 if label == "active":
                     return True, "active"
+                if label is None:  # configuring, activating, ...: wait for it to settle
+                    time.sleep(0.1)
+                    continue
                 if label not in steps:
                     return False, f"{fqn} is {label}"
+                attempts[label] = attempts.get(label, 0) + 1
+                if attempts[label] > _ATTEMPTS:
+                    return False, f"{fqn} did not {verbs[label]} after {_ATTEMPTS} attempts"
                 request = ChangeState.Request()
                 request.transition.id = steps[label]
-                result = self._call(change, request, deadline)
-                if result is None or not result.success:
-                    verb = "configure" if label == "unconfigured" else "activate"
-                    return False, f"{fqn} failed to {verb} (see its output above)"
+                result = self._call(change, request, _STEP_S)
+                if result is not None and not result.success:
+                    return False, f"{fqn} failed to {verbs[label]} (see its output above)"
+            return False, f"{fqn} not active within {timeout_s:g} s"
         finally:
             self.node.destroy_client(get)
             self.node.destroy_client(change)
 
-    def _call(self, client, request, deadline: float):
+    def _call(self, client, request, timeout_s: float):
         future = client.call_async(request)
         done = threading.Event()
         future.add_done_callback(lambda _: done.set())
-        if not done.wait(max(deadline - time.monotonic(), 0.1)):
+        if not done.wait(timeout_s):
             future.cancel()
             return None
         return future.result()

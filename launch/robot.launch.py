@@ -1,0 +1,55 @@
+"""Robot PC bring-up for a real FR3: ``ros2 launch launch/robot.launch.py robot_ip:=172.16.0.2``.
+
+Starts the rlinf_ros nodes with their parameters from ``config`` (default
+``launch/config/robot.yaml``) in ``namespace`` (default ``franka``), then configures and activates
+the lifecycle ``franka_node``. ``rlinf-robot robot up --config launch/config/robot.yaml`` starts
+the same executables from the same YAML where ``ros2 launch`` is not available.
+Build and source the workspace first: ``colcon build`` (``make setup``), ``source ros_ws/install/setup.bash``.
+"""
+
+from pathlib import Path
+
+from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from launch.events import matches_action
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import LifecycleNode, Node
+from launch_ros.event_handlers import OnStateTransition
+from launch_ros.events.lifecycle import ChangeState
+from lifecycle_msgs.msg import Transition
+
+from launch import LaunchDescription
+
+CONFIG = Path(__file__).resolve().parent / "config" / "robot.yaml"
+
+
+def autostart(node: LifecycleNode) -> list:
+    """Configure ``node`` once it runs, and activate it once it is inactive."""
+    configure = EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
+                                            transition_id=Transition.TRANSITION_CONFIGURE))
+    activate = RegisterEventHandler(OnStateTransition(
+        target_lifecycle_node=node, start_state="configuring", goal_state="inactive",
+        entities=[EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
+                                              transition_id=Transition.TRANSITION_ACTIVATE))],
+    ))
+    return [activate, configure]
+
+
+def generate_launch_description() -> LaunchDescription:
+    config = LaunchConfiguration("config")
+    namespace = LaunchConfiguration("namespace")
+    franka = LifecycleNode(
+        package="rlinf_ros", executable="franka_node", name="franka_node", namespace=namespace,
+        parameters=[config, {"robot_ip": LaunchConfiguration("robot_ip")}], output="screen",
+    )
+    camera = Node(
+        package="rlinf_ros", executable="camera_node", name="camera_node", namespace=namespace,
+        parameters=[config], output="screen",
+    )
+    return LaunchDescription([
+        DeclareLaunchArgument("robot_ip", default_value="172.16.0.2", description="the arm's FCI address"),
+        DeclareLaunchArgument("config", default_value=str(CONFIG), description="parameter YAML of every node"),
+        DeclareLaunchArgument("namespace", default_value="franka", description="namespace of the nodes"),
+        franka,
+        camera,
+        *autostart(franka),
+    ])

@@ -1,0 +1,185 @@
+"""`rlinf-robot robot up --sim` (franka-sim + franka_node + camera_node from launch/config/sim_robot.yaml),
+driven from a separate rclpy node: state stream, joint/EE commands, rejections, e-stop, home,
+gripper, camera, and the supervision scenarios (franka-sim killed, franka_node killed, SIGINT).
+
+One stack serves the whole module (tests run in file order; each leaves the arm ACTIVE).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from rlinf_robot.safety import fr3_forward_kinematics
+from tests.integration.robot.conftest import RobotUp, alive, derived_config, descendants
+from tests.integration.robot.probe import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+HOME = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    config = derived_config(tmp_path_factory.mktemp("stack"), "arm_stack.yaml",
+                            {"franka_sim", "franka_node", "camera_node"})
+    up = RobotUp("--sim", "--config", str(config))
+    try:
+        up.pids = up.ready()
+        yield up
+    finally:
+        up.stop()
+
+
+@pytest.fixture(scope="module")
+def arm(stack, probe):
+    assert wait_until(lambda: probe.q() is not None and probe.state() == "ACTIVE", 30), stack.text()[-3000:]
+    return probe
+
+
+def reach(probe, target, timeout=20.0, tol=1e-3) -> bool:
+    """Stream a joint command at ~50 Hz until the arm is within ``tol`` of it."""
+    return wait_until(lambda: np.max(np.abs(probe.q() - target)) < tol, timeout,
+                      action=lambda: probe.send_joints(target))
+
+
+def still(probe, seconds: float = 0.5, tol: float = 1e-3, action=None) -> bool:
+    """Whether the arm stays within ``tol`` for ``seconds`` while ``action`` runs (e.g. bad commands)."""
+    q0 = probe.q()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if action is not None:
+            action()
+        if np.max(np.abs(probe.q() - q0)) > tol:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_joint_states_stream_at_100hz_or_more(arm):
+    start = len(arm.joint_states)
+    assert wait_until(lambda: len(arm.joint_states) - start >= 400, 10)
+    with arm.lock:
+        window = list(arm.joint_states)[start:]
+    times = np.array([t for t, _ in window])
+    rate = (len(times) - 1) / (times[-1] - times[0])
+    assert rate >= 100.0, f"joint_states at {rate:.1f} Hz"
+    msg = window[-1][1]
+    assert list(msg.name) == [f"fr3_joint{i}" for i in range(1, 8)] + ["fr3_finger_joint1"]
+    assert msg.header.stamp.sec > 0
+
+
+def test_joint_command_reaches_target_within_1mrad(arm):
+    target = arm.q() + np.array([0.1, -0.05, 0.05, -0.1, 0.05, 0.05, 0.1])
+    assert reach(arm, target), f"q={arm.q()} target={target}"
+    # The published EE pose is our FK of the published joints (the TCP, not franka-sim's O_T_EE).
+    assert wait_until(lambda: np.linalg.norm(arm.ee()[:3] - fr3_forward_kinematics(arm.q())[:3, 3]) < 1e-3, 2)
+
+
+def test_ee_command_reaches_target_within_2mm(arm):
+    start = arm.ee()
+    target = start.copy()
+    target[:3] += [0.03, -0.03, -0.04]
+    ok = wait_until(lambda: np.linalg.norm(arm.ee()[:3] - target[:3]) < 2e-3, 20, action=lambda: arm.send_ee(target))
+    assert ok, f"ee={arm.ee()} target={target}"
+    # orientation held: the commanded quaternion is the starting one
+    assert abs(abs(float(np.dot(arm.ee()[3:], target[3:]))) - 1.0) < 1e-4
+
+
+def test_nan_and_out_of_box_commands_are_rejected_and_counted(arm):
+    before = arm.fresh_diag()
+    nan = arm.q().copy()
+    nan[2] = np.nan
+    outside = arm.ee().copy()
+    outside[2] = -0.3  # below the table: outside the workspace box
+
+    def send_bad():
+        arm.send_joints(nan)
+        arm.send_ee(outside)
+
+    assert still(arm, 0.6, action=send_bad), "the arm moved on a NaN / out-of-box command"
+    after = arm.fresh_diag()
+    assert int(after["rejected_non_finite"]) > int(before.get("rejected_non_finite", 0))
+    assert int(after["rejected_workspace"]) > int(before.get("rejected_workspace", 0))
+    assert after["state"] == "ACTIVE"
+
+
+def test_stale_command_is_never_executed(arm):
+    before = arm.count("rejected_stale")
+    target = arm.q() + np.array([0.05, 0, 0, 0, 0, 0, 0])
+    assert still(arm, 0.5, action=lambda: arm.send_joints(target, stamp_offset_s=-1.0))
+    assert wait_until(lambda: arm.count("rejected_stale") > before, 5)
+
+
+def test_stop_latches_until_reset(arm):
+    resp = arm.trigger("stop")
+    assert resp.success, resp.message
+    assert wait_until(lambda: arm.state() == "ESTOP", 5)
+    target = arm.q() + np.array([0.05, 0, 0, 0, 0, 0, 0])
+    assert still(arm, 0.6, action=lambda: arm.send_joints(target)), "moved while stopped"
+    assert arm.fresh_diag()["state"] == "ESTOP"
+    resp = arm.trigger("reset")
+    assert resp.success, resp.message
+    assert wait_until(lambda: arm.state() == "ACTIVE", 5)
+    assert reach(arm, target)
+
+
+def test_home_service_returns_to_home(arm):
+    resp = arm.trigger("home", timeout=60)
+    assert resp.success, resp.message
+    assert np.max(np.abs(arm.q() - HOME)) < 2e-3
+
+
+def test_gripper_follows_the_finger_joint(arm):
+    names = ["fr3_finger_joint1"]
+    assert wait_until(lambda: abs(arm.joint_states[-1][1].position[7] - 0.01) < 1e-3, 10,
+                      action=lambda: arm.send_joints([0.01], names=names))
+    assert wait_until(lambda: abs(arm.joint_states[-1][1].position[7] - 0.04) < 1e-3, 10,
+                      action=lambda: arm.send_joints([0.04], names=names))
+
+
+def test_camera_images_follow_the_arm(arm):
+    assert wait_until(lambda: len(arm.images) > 0, 20), "no camera image"
+    first = arm.images[-1][1]
+    assert (first.height, first.width, first.encoding) == (96, 96, "rgb8")
+    before = np.frombuffer(bytes(first.data), np.uint8).reshape(96, 96, 3).astype(np.int16)
+    target = arm.q() + np.array([0.4, 0, 0, 0, 0, 0, 0])
+    assert reach(arm, target, tol=2e-3)
+    t_arrived = time.monotonic()
+    assert wait_until(lambda: arm.images[-1][0] > t_arrived + 0.2, 10)
+    after = np.frombuffer(bytes(arm.images[-1][1].data), np.uint8).reshape(96, 96, 3).astype(np.int16)
+    changed = np.mean(np.any(np.abs(after - before) > 30, axis=-1))
+    assert changed > 0.01, f"only {changed:.3%} of the pixels changed after a 0.4 rad move"
+    assert reach(arm, target - np.array([0.4, 0, 0, 0, 0, 0, 0]), tol=2e-3)
+
+
+def test_killing_franka_sim_reports_the_fault_and_reconnects(stack, arm):
+    server_pid = int(stack.wait_for(r"\[franka_sim\] franka-sim ready \(pid (\d+)", 5).group(1))
+    n_lines = len(stack.lines)
+    os.kill(server_pid, signal.SIGKILL)
+    assert wait_until(lambda: arm.count("link_lost") >= 1 and arm.diag.get("ACTIVE->DISCONNECTED") == "1", 20)
+    stack.wait_for(r"franka-sim ready \(pid \d+, restarted\)", 30, start=n_lines)
+    assert wait_until(lambda: arm.state() == "ACTIVE" and arm.count("reconnects") >= 1, 30), arm.diag
+    assert reach(arm, arm.q() + np.array([0, 0.05, 0, 0, 0, 0, 0]))
+
+
+def test_killing_franka_node_makes_robot_up_restart_it(stack, arm):
+    old = stack.pids["franka_node"]
+    n_lines = len(stack.lines)
+    os.kill(old, signal.SIGKILL)
+    new = int(stack.wait_for(r"robot up: franka_node running again \(pid (\d+)\)", 60, start=n_lines).group(1))
+    assert new != old
+    count = len(arm.joint_states)
+    assert wait_until(lambda: len(arm.joint_states) > count + 50, 20), "no joint_states from the new franka_node"
+    assert wait_until(lambda: arm.state() == "ACTIVE", 10)
+    assert reach(arm, arm.q() + np.array([0, 0, 0, 0, 0, 0.05, 0]))
+
+
+def test_sigint_stops_every_child_without_orphans(stack):
+    family = descendants(stack.proc.pid)
+    assert len(family) >= 4  # franka_sim service, its server, franka_node, camera_node
+    assert stack.stop(signal.SIGINT) == 0, stack.text()[-2000:]
+    assert wait_until(lambda: not any(alive(p) for p in family), 15), [p for p in family if alive(p)]
