@@ -13,6 +13,7 @@ import sys
 
 #: name -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``, plus ``HELP``.
 COMMANDS: dict[str, str] = {
+    "calibrate": "rlinf_robot.commands.calibrate",
     "demo": "rlinf_robot.commands.demo",
     "doctor": "rlinf_robot.commands.doctor",
     "keys": "rlinf_robot.commands.keys",

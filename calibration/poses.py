@@ -1,0 +1,222 @@
+"""Robot pose plans for hand-eye calibration that the arm can execute safely.
+
+A plan is a list of joint configurations. Each one is found by inverse kinematics for a camera (or
+board) pose chosen to see the board from a new direction - hand-eye needs rotations about
+several non-parallel axes, or the problem is degenerate - and kept only if:
+
+* it is inside the joint range with the safety margin, and its TCP inside the workspace box;
+* the whole board projects into the image, away from the border (using the nominal intrinsics);
+* the straight joint-space move from the previous pose keeps the TCP inside the box all the way.
+
+The same plan drives the simulated scene in the tests and the arm in a real session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from calibration.scene import look_at, rot
+from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+
+
+def _rotvec(r: np.ndarray) -> np.ndarray:
+    angle = np.arccos(np.clip((np.trace(r) - 1) / 2, -1.0, 1.0))
+    if angle < 1e-9:
+        return np.zeros(3)
+    w = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
+    if np.pi - angle < 1e-6:  # 180 deg: axis from the symmetric part
+        axis = np.sqrt(np.clip((np.diag(r) + 1) / 2, 0, None))
+        return axis * angle
+    return w / (2 * np.sin(angle)) * angle
+
+
+def ik(target: np.ndarray, seed: np.ndarray, limits: SafetyLimits, iters: int = 200, tol: float = 1e-5):
+    """Damped least squares on the FR3 FK (TCP frame); None when it does not converge in range."""
+    q = np.asarray(seed, dtype=np.float64).copy()
+    lo, hi = limits.q_lo, limits.q_hi
+    eps = 1e-6
+    for _ in range(iters):
+        t = fr3_forward_kinematics(q, limits.tcp_offset)
+        err = np.concatenate([target[:3, 3] - t[:3, 3], _rotvec(target[:3, :3] @ t[:3, :3].T)])
+        if np.linalg.norm(err[:3]) < tol and np.linalg.norm(err[3:]) < 10 * tol:
+            return q
+        probes = fr3_forward_kinematics(q + eps * np.eye(7), limits.tcp_offset)
+        jac = np.zeros((6, 7))
+        jac[:3] = ((probes[:, :3, 3] - t[:3, 3]) / eps).T
+        for j in range(7):
+            jac[3:, j] = _rotvec(probes[j, :3, :3] @ t[:3, :3].T) / eps
+        step = jac.T @ np.linalg.solve(jac @ jac.T + 1e-4 * np.eye(6), err)
+        q = np.clip(q + np.clip(step, -0.2, 0.2), lo, hi)
+    return None
+
+
+@dataclass(frozen=True)
+class PosePlan:
+    joints: list[np.ndarray]
+    tcp: list[np.ndarray]  # T_base_tcp of each pose
+    rejected: int  # candidate poses that failed a check
+
+    def __len__(self) -> int:
+        return len(self.joints)
+
+
+def _projects_inside(points_cam: np.ndarray, k: np.ndarray, size: tuple[int, int], margin: float) -> bool:
+    if np.any(points_cam[:, 2] < 0.05):
+        return False
+    uv = (k @ (points_cam.T / points_cam[:, 2])).T[:, :2]
+    w, h = size
+    return bool(np.all((uv[:, 0] > margin * w) & (uv[:, 0] < (1 - margin) * w)
+                       & (uv[:, 1] > margin * h) & (uv[:, 1] < (1 - margin) * h)))
+
+
+def path_is_safe(q_from: np.ndarray, q_to: np.ndarray, limits: SafetyLimits, samples: int = 20) -> bool:
+    path = q_from + np.linspace(0, 1, samples)[:, None] * (q_to - q_from)
+    if np.any(path < limits.q_lo) or np.any(path > limits.q_hi):
+        return False
+    tcp = fr3_forward_kinematics(path, limits.tcp_offset)[:, :3, 3]
+    return bool(np.all((tcp >= limits.workspace_min) & (tcp <= limits.workspace_max)))
+
+
+def _accept(q, prev, limits) -> bool:
+    tcp = fr3_forward_kinematics(q, limits.tcp_offset)[:3, 3]
+    inside = np.all(tcp >= limits.workspace_min) and np.all(tcp <= limits.workspace_max)
+    return bool(inside and path_is_safe(prev, q, limits))
+
+
+def plan_eye_in_hand(
+    board_in_base: np.ndarray,
+    board_corners: np.ndarray,
+    cam_in_tcp: np.ndarray,
+    camera_matrix: np.ndarray,
+    image_size: tuple[int, int],
+    start: np.ndarray,
+    n_poses: int = 15,
+    distance=(0.28, 0.42),
+    max_tilt_deg: float = 30.0,
+    seed: int = 0,
+    limits: SafetyLimits | None = None,
+    max_tries: int = 400,
+) -> PosePlan:
+    """Wrist-camera poses around the board: on a cap above it, looking at it, with random roll."""
+    limits = limits or SafetyLimits.from_yaml()
+    rng = np.random.default_rng(seed)
+    corners_base = (board_in_base @ np.c_[board_corners, np.ones(len(board_corners))].T).T[:, :3]
+    centre = corners_base.mean(axis=0)
+    normal = -board_in_base[:3, 2]  # board z points into the board; the camera sits on the other side
+    tcp_in_cam = np.linalg.inv(cam_in_tcp)
+    joints, tcps, prev, rejected = [], [], np.asarray(start, float), 0
+    for _ in range(max_tries):
+        if len(joints) >= n_poses:
+            break
+        tilt, azim = rng.uniform(5, max_tilt_deg), rng.uniform(0, 360)
+        axis = rot(normal, azim) @ _perpendicular(normal)
+        eye = centre + rot(axis, tilt) @ normal * rng.uniform(*distance)
+        cam = look_at(eye, centre + rng.normal(0, 0.02, 3), up=_perpendicular(normal))
+        cam[:3, :3] = cam[:3, :3] @ rot([0, 0, 1], rng.uniform(-40, 40))
+        target = cam @ tcp_in_cam
+        q = ik(target, prev, limits)
+        pts_cam = (np.linalg.inv(cam) @ np.c_[corners_base, np.ones(len(corners_base))].T).T[:, :3]
+        if q is None or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04) or not _accept(q, prev, limits):
+            rejected += 1
+            continue
+        joints.append(q)
+        tcps.append(fr3_forward_kinematics(q, limits.tcp_offset))
+        prev = q
+    return PosePlan(joints, tcps, rejected)
+
+
+def plan_eye_to_hand(
+    cam_in_base: np.ndarray,
+    board_in_tcp: np.ndarray,
+    board_corners: np.ndarray,
+    camera_matrix: np.ndarray,
+    image_size: tuple[int, int],
+    start: np.ndarray,
+    workspace_target: Sequence[float] = (0.5, 0.0, 0.35),
+    n_poses: int = 20,
+    spread: float = 0.12,
+    max_tilt_deg: float = 35.0,
+    seed: int = 0,
+    limits: SafetyLimits | None = None,
+    max_tries: int = 400,
+) -> PosePlan:
+    """Hand poses that show the hand-held board to the fixed camera from varied angles."""
+    limits = limits or SafetyLimits.from_yaml()
+    rng = np.random.default_rng(seed)
+    tcp_in_board = np.linalg.inv(board_in_tcp)
+    base_in_cam = np.linalg.inv(cam_in_base)
+    centre = np.asarray(workspace_target, float)
+    to_cam = cam_in_base[:3, 3] - centre
+    to_cam /= np.linalg.norm(to_cam)
+    local = np.c_[board_corners, np.ones(len(board_corners))].T
+    joints, tcps, prev, rejected = [], [], np.asarray(start, float), 0
+    for _ in range(max_tries):
+        if len(joints) >= n_poses:
+            break
+        # Board frame: z into the board, so z must point away from the camera (board faces it).
+        board = look_at(centre + rng.uniform(-spread, spread, 3), centre - to_cam)
+        board[:3, 3] = centre + rng.uniform(-spread, spread, 3)
+        tilt_axis = rng.normal(size=3)
+        board[:3, :3] = rot(tilt_axis, rng.uniform(5, max_tilt_deg)) @ board[:3, :3] @ rot([0, 0, 1], rng.uniform(-30, 30))
+        target = board @ tcp_in_board
+        q = ik(target, prev, limits)
+        pts_cam = (base_in_cam @ board @ local).T[:, :3]
+        if q is None or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04) or not _accept(q, prev, limits):
+            rejected += 1
+            continue
+        joints.append(q)
+        tcps.append(fr3_forward_kinematics(q, limits.tcp_offset))
+        prev = q
+    return PosePlan(joints, tcps, rejected)
+
+
+def _perpendicular(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, float)
+    a = np.array([1.0, 0.0, 0.0]) if abs(v[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    p = np.cross(v, a)
+    return p / np.linalg.norm(p)
+
+
+def plan_intrinsics_views(
+    board_in_base: np.ndarray,
+    board_corners: np.ndarray,
+    camera_matrix: np.ndarray,
+    image_size: tuple[int, int],
+    n_views: int = 20,
+    distance=(0.3, 0.6),
+    max_tilt_deg: float = 40.0,
+    seed: int = 0,
+    min_visible: float = 0.7,
+) -> list[np.ndarray]:
+    """Camera poses (T_base_cam) seeing the board tilted and in every part of the image.
+
+    The board is put off-centre on purpose (the camera is turned away from it by up to 0.6 of
+    the half field of view), so the views cover the image borders where distortion lives.
+    """
+    rng = np.random.default_rng(seed)
+    corners = (board_in_base @ np.c_[board_corners, np.ones(len(board_corners))].T).T[:, :3]
+    centre = corners.mean(axis=0)
+    normal = -board_in_base[:3, 2]
+    w, h = image_size
+    half_x = np.degrees(np.arctan(w / 2 / camera_matrix[0, 0]))
+    half_y = np.degrees(np.arctan(h / 2 / camera_matrix[1, 1]))
+    views: list[np.ndarray] = []
+    for _ in range(50 * n_views):
+        if len(views) >= n_views:
+            break
+        axis = rot(normal, rng.uniform(0, 360)) @ _perpendicular(normal)
+        eye = centre + rot(axis, rng.uniform(0, max_tilt_deg)) @ normal * rng.uniform(*distance)
+        cam = look_at(eye, centre, up=_perpendicular(normal))
+        turn = rot([0, 1, 0], rng.uniform(-0.6, 0.6) * half_x) @ rot([1, 0, 0], rng.uniform(-0.6, 0.6) * half_y)
+        cam[:3, :3] = cam[:3, :3] @ turn @ rot([0, 0, 1], rng.uniform(-45, 45))
+        pts = (np.linalg.inv(cam) @ np.c_[corners, np.ones(len(corners))].T).T[:, :3]
+        if np.any(pts[:, 2] < 0.05):
+            continue
+        uv = (camera_matrix @ (pts.T / pts[:, 2])).T[:, :2]
+        inside = (uv[:, 0] > 2) & (uv[:, 0] < w - 3) & (uv[:, 1] > 2) & (uv[:, 1] < h - 3)
+        if inside.mean() >= min_visible:
+            views.append(cam)
+    return views

@@ -1,0 +1,191 @@
+"""Versioned calibration records: one JSON file per calibration, never overwritten.
+
+A record says what was calibrated (``kind``: intrinsics, handeye, sysid), on which robot and
+camera (serials), when, how (method), how well (residuals, with the bounds they must stay under),
+from which data (hash), how long it stays valid, and the result itself (``payload``). Ids are
+``<kind>-<UTC timestamp>-<data hash prefix>``, so a training run can name the exact calibration
+it used, and re-running a calibration on new data adds a version instead of replacing one.
+
+``CalibrationStore.require`` is what a real-arm ``train``/``eval`` calls before it starts: it
+returns the ids of valid records (for the run manifest) or raises ``CalibrationInvalid``
+naming what is missing, expired or out of bounds - unless forced.
+
+Pure stdlib + numpy: importable on a robot PC and by ``rlinf-robot doctor`` without OpenCV.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from rlinf_robot.errors import ConfigError, RlinfRobotError
+
+SCHEMA_VERSION = 1
+KINDS = ("intrinsics", "handeye", "sysid")
+#: Default validity (days) and residual bounds per kind; a record may carry its own.
+DEFAULT_VALID_DAYS = {"intrinsics": 180.0, "handeye": 30.0, "sysid": 90.0}
+DEFAULT_BOUNDS = {
+    "intrinsics": {"rms_px": 0.5},
+    "handeye": {"translation_rms_mm": 2.0, "rotation_rms_deg": 0.2},
+    "sysid": {"residual_rms_rad": 0.002},
+}
+_ID = re.compile(r"^[a-z]+-\d{8}T\d{6}Z-[0-9a-f]{4,16}$")
+
+
+class CalibrationInvalid(RlinfRobotError):
+    """No valid calibration for what was asked (missing, expired or residuals out of bounds)."""
+
+
+def default_root() -> Path:
+    """``$RLINF_CALIBRATION_DIR``, else ``~/.rlinf-robot/calibration``."""
+    env = os.environ.get("RLINF_CALIBRATION_DIR")
+    return Path(env) if env else Path.home() / ".rlinf-robot" / "calibration"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class CalibrationRecord:
+    kind: str
+    robot_serial: str
+    camera_serial: str
+    method: str
+    residuals: dict[str, float]
+    data_hash: str
+    payload: dict
+    created: str = ""  # ISO 8601, UTC
+    valid_days: float = 0.0
+    bounds: dict[str, float] = field(default_factory=dict)
+    id: str = ""
+    notes: str = ""
+    schema: int = SCHEMA_VERSION
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ConfigError(f"calibration kind {self.kind!r} not in {KINDS}")
+        if not re.fullmatch(r"[0-9a-f]{4,64}", self.data_hash or ""):
+            raise ConfigError(f"calibration data_hash must be hex, got {self.data_hash!r}")
+        for k, v in self.residuals.items():
+            if not isinstance(v, (int, float)) or v != v or v < 0:
+                raise ConfigError(f"calibration residual {k!r} must be a number >= 0, got {v!r}")
+        created = self.created or _now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.created = created
+        self.valid_days = float(self.valid_days or DEFAULT_VALID_DAYS[self.kind])
+        if not 0 < self.valid_days <= 3650:
+            raise ConfigError(f"calibration valid_days must be in (0, 3650], got {self.valid_days}")
+        self.bounds = dict(self.bounds or DEFAULT_BOUNDS[self.kind])
+        if not self.id:
+            stamp = self.created_at.strftime("%Y%m%dT%H%M%SZ")
+            self.id = f"{self.kind}-{stamp}-{self.data_hash[:8]}"
+        if not _ID.match(self.id):
+            raise ConfigError(f"calibration id {self.id!r} is malformed")
+
+    @property
+    def created_at(self) -> datetime:
+        return datetime.strptime(self.created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+    def age_days(self, now: datetime | None = None) -> float:
+        return ((now or _now()) - self.created_at) / timedelta(days=1)
+
+    def problems(self, now: datetime | None = None) -> list[str]:
+        """Why this record should not be trusted now (empty list: it is valid)."""
+        out = []
+        age = self.age_days(now)
+        if age > self.valid_days:
+            out.append(f"{self.id} is {age:.1f} days old (valid for {self.valid_days:g})")
+        for key, bound in self.bounds.items():
+            value = self.residuals.get(key)
+            if value is None:
+                out.append(f"{self.id} has no residual {key!r} to check against {bound:g}")
+            elif value > bound:
+                out.append(f"{self.id} residual {key} = {value:.4g} exceeds {bound:g}")
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> CalibrationRecord:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ConfigError("calibration record must be a JSON object")
+        if raw.get("schema", SCHEMA_VERSION) > SCHEMA_VERSION:
+            raise ConfigError(f"calibration record schema {raw['schema']} is newer than {SCHEMA_VERSION}")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"calibration record has unknown key(s) {unknown}")
+        return cls(**raw)
+
+
+class CalibrationStore:
+    """A directory of records: ``<root>/<kind>/<id>.json``."""
+
+    def __init__(self, root: Path | str | None = None):
+        self.root = Path(root) if root is not None else default_root()
+
+    def save(self, record: CalibrationRecord) -> Path:
+        path = self.root / record.kind / f"{record.id}.json"
+        if path.exists():
+            raise ConfigError(f"calibration {record.id} already exists; records are never overwritten")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(record.to_json())
+        tmp.replace(path)
+        return path
+
+    def get(self, record_id: str) -> CalibrationRecord:
+        kind = record_id.split("-", 1)[0]
+        path = self.root / kind / f"{record_id}.json"
+        if kind not in KINDS or not path.exists():
+            raise CalibrationInvalid(f"no calibration {record_id!r} in {self.root}")
+        return CalibrationRecord.from_json(path.read_text())
+
+    def list(self, kind: str | None = None) -> list[CalibrationRecord]:
+        """Records, oldest first; unreadable files are skipped (``doctor`` reports them)."""
+        out = []
+        for k in (kind,) if kind else KINDS:
+            for path in sorted((self.root / k).glob("*.json")):
+                try:
+                    out.append(CalibrationRecord.from_json(path.read_text()))
+                except (ConfigError, json.JSONDecodeError, TypeError):
+                    continue
+        return sorted(out, key=lambda r: (r.created, r.id))
+
+    def latest(self, kind: str, robot_serial: str | None = None, camera_serial: str | None = None):
+        matches = [
+            r for r in self.list(kind)
+            if (robot_serial is None or r.robot_serial == robot_serial)
+            and (camera_serial is None or r.camera_serial == camera_serial)
+        ]
+        return matches[-1] if matches else None
+
+    def require(
+        self,
+        kinds: tuple[str, ...] = ("handeye",),
+        robot_serial: str | None = None,
+        force: bool = False,
+        now: datetime | None = None,
+    ) -> dict[str, str | None]:
+        """Ids of the latest valid record per kind; ``CalibrationInvalid`` unless ``force``."""
+        ids: dict[str, str | None] = {}
+        problems: list[str] = []
+        for kind in kinds:
+            rec = self.latest(kind, robot_serial)
+            if rec is None:
+                problems.append(f"no {kind} calibration" + (f" for robot {robot_serial}" if robot_serial else ""))
+                ids[kind] = None
+                continue
+            problems += rec.problems(now)
+            ids[kind] = rec.id
+        if problems and not force:
+            raise CalibrationInvalid(
+                "calibration check failed: " + "; ".join(problems) + " (run `rlinf-robot calibrate ...` or pass --force)"
+            )
+        return ids
