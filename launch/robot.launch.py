@@ -45,11 +45,16 @@ def generate_launch_description() -> LaunchDescription:
         package="rlinf_ros", executable="camera_node", name="camera_node", namespace=namespace,
         parameters=[config], output="screen",
     )
+    bridge = Node(
+        package="rlinf_ros", executable="bridge_node", name="bridge_node", namespace=namespace,
+        parameters=[config], output="screen",
+    )
     return LaunchDescription([
         DeclareLaunchArgument("robot_ip", default_value="172.16.0.2", description="the arm's FCI address"),
         DeclareLaunchArgument("config", default_value=str(CONFIG), description="parameter YAML of every node"),
         DeclareLaunchArgument("namespace", default_value="franka", description="namespace of the nodes"),
         franka,
         camera,
+        bridge,
         *autostart(franka),
     ])

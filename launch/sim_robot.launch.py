@@ -51,6 +51,10 @@ def generate_launch_description() -> LaunchDescription:
         package="rlinf_ros", executable="camera_node", name="camera_node", namespace=namespace,
         parameters=[config], output="screen",
     )
+    bridge = Node(
+        package="rlinf_ros", executable="bridge_node", name="bridge_node", namespace=namespace,
+        parameters=[config], output="screen",
+    )
     return LaunchDescription([
         DeclareLaunchArgument("robot_ip", default_value="127.0.0.1", description="franka-sim's FCI address"),
         DeclareLaunchArgument("config", default_value=str(CONFIG), description="parameter YAML of every process"),
@@ -58,5 +62,6 @@ def generate_launch_description() -> LaunchDescription:
         franka_sim,
         franka,
         camera,
+        bridge,
         *autostart(franka),
     ])

@@ -144,6 +144,12 @@ class BridgeClient:
     def link_up(self) -> bool:
         return self._link_up
 
+    def wait_link(self, timeout: float) -> None:
+        """Block until the link is up (heartbeats answered), else ``LinkLost`` after ``timeout`` s."""
+        with self._link_cond:
+            if not self._link_cond.wait_for(lambda: self._link_up, timeout):
+                raise LinkLost(f"link to {self.config.endpoint} still down after {timeout:g} s")
+
     @property
     def latest(self) -> Observation | None:
         return self._latest
@@ -152,14 +158,14 @@ class BridgeClient:
     def command(self, name: str, timeout: float | None = None, **args) -> Status:
         """Send a ``Command`` and wait for its ``Status``; an ``Error`` reply raises
         ``CommandRefused`` (``Latched`` when the e-stop holds)."""
-        self._check_link()
+        timeout = timeout or self.config.request_timeout_s
+        self._check_link(timeout)
         seq = next(self._seq)
         self._pump(0)  # empty the receive queue first so the reply cannot be crowded out
-        self._send(Command(seq=seq, name=name, args=args))
         self._pending.add(seq)
         try:
-            reply = self._wait(lambda: seq in self._replies, timeout or self.config.request_timeout_s,
-                               f"no reply to {name!r}")
+            self._send(Command(seq=seq, name=name, args=args))
+            self._wait(lambda: seq in self._replies, timeout, f"no reply to {name!r}")
         finally:
             self._pending.discard(seq)
         reply = self._replies.pop(seq)
@@ -189,16 +195,17 @@ class BridgeClient:
                 predicate: Callable[[Observation], bool] | None = None) -> Observation:
         """The newest observation newer than the last one returned (or than ``after_seq``) that
         satisfies ``predicate``; waits up to ``timeout`` s, else ``BridgeTimeout``."""
+        timeout = timeout or self.config.request_timeout_s
         if not self._subscribed:
             self.subscribe()
-        self._check_link()
+        self._check_link(timeout)
         after = self._returned_seq if after_seq is None else after_seq
 
         def ready() -> bool:
             o = self._latest
             return o is not None and o.seq > after and (predicate is None or predicate(o))
 
-        self._wait(ready, timeout or self.config.request_timeout_s, "no observation")
+        self._wait(ready, timeout, "no observation")
         self._returned_seq = self._latest.seq
         return self._latest
 
@@ -240,11 +247,14 @@ class BridgeClient:
         except zmq.Again:
             raise LinkLost(f"cannot send to {self.config.endpoint}: not connected or queue full") from None
 
-    def _check_link(self) -> None:
+    def _check_link(self, wait_s: float = 0.0) -> None:
+        """Raise unless the link is up; requests wait up to ``wait_s`` for a missed heartbeat or two."""
         if self._sock is None:
             raise BridgeError("client is not connected (call connect())")
         if not self._link_up:
-            raise LinkLost(f"link to {self.config.endpoint} is down (no heartbeat answer)")
+            if wait_s <= 0:
+                raise LinkLost(f"link to {self.config.endpoint} is down (no heartbeat answer)")
+            self.wait_link(wait_s)
         if self._epoch != self._seen_epoch:
             self._seen_epoch = self._epoch
             self._restore()

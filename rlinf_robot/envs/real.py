@@ -159,6 +159,7 @@ class RealRobotEnv(BatchedEnv):
 
     def _reset_one(self, i: int) -> None:
         c = self.clients[i]
+        c.wait_link(self.cfg.step_timeout_s)
         c.command("home", timeout=self.cfg.reset_timeout_s)
         v = self.cfg.settle_joint_vel
         self._obs[i] = self._await(i, lambda o: bool(np.all(np.abs(o.joint_vel[:7]) < v)),
@@ -170,6 +171,8 @@ class RealRobotEnv(BatchedEnv):
         n, horizon = self.num_envs, a.shape[1]
         if any(o is None for o in self._obs):
             raise RuntimeError("call reset() before step()")
+        for c in self.clients:  # a brief heartbeat gap is not a reason to fail the step
+            c.wait_link(self.cfg.step_timeout_s)
         t0 = time.monotonic()
         seqs = [c.send_chunk(a[i], self.cfg.action_mode, self.cfg.control_hz, obs=self._obs[i],
                              gripper=self.cfg.gripper, align=self.cfg.align) for i, c in enumerate(self.clients)]

@@ -12,6 +12,7 @@ PACKAGE = "rlinf_ros"
 NODES = [
     "franka_node = rlinf_ros.franka_node:main",
     "camera_node = rlinf_ros.camera_node:main",
+    "bridge_node = rlinf_ros.bridge_node:main",
 ]
 
 setup(

@@ -1,0 +1,147 @@
+"""``StreamBackend``: an ``ArmBackend`` fed by streams of samples and emptied into command sinks.
+
+This is the ROS-free core of ``bridge_node``: the node pushes every joint-state / EE-pose / camera
+message in (``on_arm``, ``on_image``) and gives the backend callables that publish commands and
+call services. Sensors are synchronised by *latest sample with a max age*: an observation uses the
+newest sample of each sensor; a sensor whose newest sample is older than its max age is named in
+``stale`` and its data is left out (a frozen camera is never silently repeated), and without a
+fresh arm state nothing is applied at all.
+
+The node's timer calls ``keepalive`` at the control rate: it republishes the current target
+(freshly stamped) for up to ``target_hold_s`` after it was applied, so a downstream controller with
+its own command deadman (franka_node) keeps tracking a target between chunk steps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlinf_robot.protocol import Observation
+from rlinf_robot.safety import RobotState, SafeAction
+
+
+@dataclass(frozen=True)
+class CommandSinks:
+    """Where commands go. ``joint_command(q[7], gripper_width | None)``, ``ee_command(pose[7])``,
+    ``call(name) -> (ok, message)`` (blocking service call), ``stop()`` (must not block)."""
+
+    joint_command: Callable[[np.ndarray, float | None], None]
+    ee_command: Callable[[np.ndarray], None]
+    call: Callable[[str], tuple[bool, str]]
+    stop: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class _Sample:
+    value: object
+    mono: float  # time.monotonic() when it arrived
+    wall_ns: int  # its own capture stamp (header), wall clock
+
+
+class StreamBackend:
+    ARM = "joint_states"
+
+    def __init__(self, sinks: CommandSinks, cameras: list[str] = (), state_max_age_s: float = 0.1,
+                 camera_max_age_s: float = 0.5, target_hold_s: float = 0.5, instruction: str = ""):
+        self.sinks = sinks
+        self.cameras = list(cameras)
+        self.state_max_age_s = state_max_age_s
+        self.camera_max_age_s = camera_max_age_s
+        self.target_hold_s = target_hold_s
+        self.instruction = instruction
+        self.arm_state: str | None = None  # REFLEX / RECOVERING / LATCHED as reported downstream
+        self._lock = threading.Lock()
+        self._arm: _Sample | None = None
+        self._images: dict[str, _Sample] = {}
+        self._target: tuple[SafeAction, float] | None = None
+
+    # -- streams in
+    def on_arm(self, q: np.ndarray, dq: np.ndarray, ee_pose: np.ndarray, gripper_width: float,
+               wall_ns: int) -> None:
+        sample = _Sample((np.asarray(q, np.float64), np.asarray(dq, np.float64), np.asarray(ee_pose, np.float64),
+                          float(gripper_width)), time.monotonic(), int(wall_ns))
+        with self._lock:
+            self._arm = sample
+
+    def on_image(self, camera: str, image: np.ndarray, wall_ns: int) -> None:
+        with self._lock:
+            self._images[camera] = _Sample(image, time.monotonic(), int(wall_ns))
+
+    def _fresh_arm(self, now: float) -> _Sample | None:
+        s = self._arm
+        return s if s is not None and now - s.mono <= self.state_max_age_s else None
+
+    # -- ArmBackend
+    def state(self) -> RobotState | None:
+        with self._lock:
+            s = self._fresh_arm(time.monotonic())
+        if s is None:
+            return None
+        q, _, ee, width = s.value
+        return RobotState(joint_pos=q, ee_pose=ee, gripper_width=width)
+
+    def observe(self) -> Observation | None:
+        now = time.monotonic()
+        with self._lock:
+            arm, fresh = self._arm, self._fresh_arm(now)
+            images = dict(self._images)
+        if arm is None:
+            return None  # nothing ever arrived: there is nothing to describe
+        stale = [] if fresh is not None else [self.ARM]
+        frames = {}
+        for cam in self.cameras:
+            s = images.get(cam)
+            if s is None or now - s.mono > self.camera_max_age_s:
+                stale.append(cam)
+            else:
+                frames[cam] = s.value
+        q, dq, ee, width = arm.value
+        captured = time.monotonic_ns() - int((now - arm.mono) * 1e9)
+        return Observation(seq=0, stamp_ns=captured, joint_pos=q, joint_vel=dq, ee_pose=ee, gripper_width=width,
+                           images=frames, instruction=self.instruction, stale=stale,
+                           hops={"obs_captured": arm.wall_ns})
+
+    def apply(self, action: SafeAction) -> None:
+        with self._lock:
+            self._target = (action, time.monotonic())
+        self._send(action)
+
+    def _send(self, action: SafeAction) -> None:
+        if action.mode == "joint_position":
+            self.sinks.joint_command(action.target, action.gripper)
+        else:
+            self.sinks.ee_command(action.target)
+
+    def keepalive(self) -> None:
+        with self._lock:
+            target = self._target
+        if target is not None and time.monotonic() - target[1] <= self.target_hold_s:
+            self._send(target[0])
+
+    def hold(self) -> None:
+        with self._lock:
+            self._target = None
+            s = self._arm
+        if s is not None:
+            self.sinks.joint_command(s.value[0], None)  # the current joints: zero-velocity target
+
+    def stop(self) -> None:
+        with self._lock:
+            self._target = None
+        self.sinks.stop()
+
+    def run_command(self, name: str, args: Mapping[str, object]) -> str:
+        with self._lock:
+            self._target = None
+        ok, message = self.sinks.call(name)
+        if not ok:
+            raise RuntimeError(message or f"{name} refused")
+        return message
+
+    def fault_state(self) -> str | None:
+        return self.arm_state

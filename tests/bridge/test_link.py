@@ -1,0 +1,83 @@
+"""Link behaviour: the client notices a dead robot, reconnects by itself when it returns and restores
+its subscription and lease; an oversized message is cut off by ZMQ_MAXMSGSIZE."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+from rlinf_robot.bridge import BridgeServer, BridgeTimeout, ServerConfig
+from rlinf_robot.errors import LinkLost
+from rlinf_robot.protocol import Command, encode
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def until(cond, timeout=10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.slow
+def test_client_reconnects_and_restores_subscription_and_lease(arm, make_client):
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    cfg = ServerConfig(endpoint=endpoint, obs_rate_hz=50.0)
+    first = BridgeServer(arm, cfg).start()
+    client = make_client(endpoint, link_timeout_ms=200.0, reconnect_ms=50, reconnect_max_ms=200)
+    try:
+        client.acquire_lease()
+        before = client.observe(timeout=5)
+    finally:
+        first.stop()
+    assert until(lambda: not client.link_up)
+    with pytest.raises(LinkLost):
+        client.send_chunk(np.zeros((1, 7), np.float32), "joint_delta", 10.0, obs=before)
+    with pytest.raises(LinkLost):
+        client.observe(timeout=0.3)
+    second = BridgeServer(arm, cfg).start()  # "the robot PC restarted"
+    try:
+        assert until(lambda: client.link_up)
+        after = client.observe(timeout=5)  # the subscription was restored by the client
+        assert after.stamp_ns > before.stamp_ns
+        assert until(lambda: second.lease.holder == client.client_id)
+        seq = client.send_chunk(np.full((1, 7), 0.01, np.float32), "joint_delta", 10.0, obs=after)
+        client.observe(timeout=5, predicate=lambda o: o.chunk_seq >= seq and not o.chunk_active)
+        assert len(arm.entries("apply")) == 1
+    finally:
+        second.stop()
+
+
+def test_connecting_to_nothing_times_out_with_a_typed_error(make_client):
+    with pytest.raises(BridgeTimeout):
+        make_client(f"tcp://127.0.0.1:{free_port()}", connect_timeout_s=0.3)
+
+
+def test_oversized_message_is_cut_off_and_the_server_carries_on(make_server, make_client, arm):
+    server = make_server(max_message_bytes=256 * 1024)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.connect(server.endpoint)
+    try:
+        sock.send_multipart(encode(Command(seq=1, name="status")))
+        assert sock.poll(5000)  # connected and answered
+        sock.recv_multipart()
+        sock.send_multipart([encode(Command(seq=2, name="status"))[0], b"\0" * (1024 * 1024)])
+        assert sock.poll(500) == 0  # dropped by ZeroMQ before it reached the server's code
+    finally:
+        sock.close(0)
+        ctx.term()
+    client = make_client(server)
+    assert client.status().state == "IDLE" and arm.entries("apply") == []
