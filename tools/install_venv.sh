@@ -18,3 +18,6 @@ fi
   || { echo "install_venv: the main venv is incomplete" >&2; exit 1; }
 # FR3 model files only: franky-sim's own dependencies (numpy<2 pins, etc.) stay out of this venv.
 "${pip[@]}" install --no-deps franky-sim==1.0.4 2>&1 | grep -v "^WARNING: Location" || true
+# openpi's remote-inference client (the bridge benchmark's reference, the openpi_remote policy). It
+# declares numpy<2, which is wrong in practice; its real requirements are in the `learn` extra.
+"${pip[@]}" install --no-deps openpi-client==0.1.2 2>&1 | grep -v "^WARNING: Location" || true
