@@ -64,16 +64,24 @@ def _explicit(keys, auto, node_cpus, spec: Mapping[str, Any]) -> list[Cores]:
             out.append(tuple(default))
             continue
         value = spec[group]
-        per_rank = isinstance(value, Sequence) and not isinstance(value, str) and value and \
-            not isinstance(value[0], int)
+        per_rank = (
+            isinstance(value, Sequence)
+            and not isinstance(value, str)
+            and value
+            and not isinstance(value[0], int)
+        )
         if per_rank:
             if rank >= len(value):
-                raise PlacementError(f"affinity.{group} lists cores for {len(value)} ranks, rank {rank} has none")
+                raise PlacementError(
+                    f"affinity.{group} lists cores for {len(value)} ranks, rank {rank} has none"
+                )
             value = value[rank]
         cores = parse_ranges(value)
         bad = [c for c in cores if not 0 <= c < node_cpus[node]]
         if bad or not cores:
-            raise PlacementError(f"affinity.{group}[{rank}]: cores {list(cores)} not in 0-{node_cpus[node] - 1}")
+            raise PlacementError(
+                f"affinity.{group}[{rank}]: cores {list(cores)} not in 0-{node_cpus[node] - 1}"
+            )
         out.append(cores)
     return out
 
@@ -82,8 +90,9 @@ def affinity_modes() -> list[str]:
     return sorted(_MODES)
 
 
-def assign_cores(affinity: Any, keys: Sequence[RankKey], auto: Sequence[Cores],
-                 node_cpus: Sequence[int]) -> tuple[list[Cores], str]:
+def assign_cores(
+    affinity: Any, keys: Sequence[RankKey], auto: Sequence[Cores], node_cpus: Sequence[int]
+) -> tuple[list[Cores], str]:
     """Resolve ``affinity`` (a mode name, a bool from YAML, or ``{group: cores}``) to cores per rank."""
     if affinity is None:
         affinity = DEFAULT_AFFINITY
@@ -92,8 +101,9 @@ def assign_cores(affinity: Any, keys: Sequence[RankKey], auto: Sequence[Cores],
     if isinstance(affinity, Mapping):
         return _MODES["explicit"](keys, auto, node_cpus, affinity), "explicit"
     if affinity not in _MODES or affinity == "explicit":
-        raise PlacementError(f"affinity {affinity!r} unknown; use one of ['auto', 'off'] or a mapping "
-                             "{group: cores}")
+        raise PlacementError(
+            f"affinity {affinity!r} unknown; use one of ['auto', 'off'] or a mapping {{group: cores}}"
+        )
     return _MODES[affinity](keys, auto, node_cpus, None), affinity
 
 

@@ -57,8 +57,10 @@ def check_plain(item: Any, _depth: int = 0) -> int:
         return sum(check_plain(x, _depth + 1) for x in item)
     if isinstance(item, dict):
         return sum(check_plain(k, _depth + 1) + check_plain(v, _depth + 1) for k, v in item.items())
-    raise TypeError("channel items must be plain data (numbers, str, bytes, arrays, tensors, list/tuple/dict), "
-                    f"got {type(item).__name__}")
+    raise TypeError(
+        "channel items must be plain data (numbers, str, bytes, arrays, tensors, list/tuple/dict), "
+        f"got {type(item).__name__}"
+    )
 
 
 @dataclass(frozen=True)
@@ -95,11 +97,13 @@ class ChannelActor:
             raise ValueError(f"item weight {weight} exceeds channel capacity {q.capacity}")
         async with q.cond:
             try:
-                await asyncio.wait_for(q.cond.wait_for(lambda: self.closed or q.weight + weight <= q.capacity),
-                                       timeout)
+                await asyncio.wait_for(
+                    q.cond.wait_for(lambda: self.closed or q.weight + weight <= q.capacity), timeout
+                )
             except asyncio.TimeoutError:
-                raise ChannelTimeout(f"put on {key!r}: queue full ({q.weight:g}/{q.capacity:g}) for "
-                                     f"{timeout}s") from None
+                raise ChannelTimeout(
+                    f"put on {key!r}: queue full ({q.weight:g}/{q.capacity:g}) for {timeout}s"
+                ) from None
             if self.closed:
                 raise ChannelClosed("channel closed")
             q.items.append((item, weight))
@@ -110,11 +114,16 @@ class ChannelActor:
         q = self._q(key)
         async with q.cond:
             try:
-                await asyncio.wait_for(q.cond.wait_for(
-                    lambda: self.closed or (q.items and q.weight >= min(min_weight, q.capacity))), timeout)
+                await asyncio.wait_for(
+                    q.cond.wait_for(
+                        lambda: self.closed or (q.items and q.weight >= min(min_weight, q.capacity))
+                    ),
+                    timeout,
+                )
             except asyncio.TimeoutError:
-                raise ChannelTimeout(f"get on {key!r}: {q.weight:g} of {min_weight:g} weight arrived in "
-                                     f"{timeout}s") from None
+                raise ChannelTimeout(
+                    f"get on {key!r}: {q.weight:g} of {min_weight:g} weight arrived in {timeout}s"
+                ) from None
             if self.closed and not q.items:
                 raise ChannelClosed("channel closed")
             out, got = [], 0.0
@@ -149,8 +158,9 @@ class Channel:
 
         if capacity <= 0:
             raise ValueError(f"channel capacity must be > 0, got {capacity}")
-        actor = ray.remote(ChannelActor).options(name=f"channel/{name}", num_cpus=0, max_concurrency=1000,
-                                                 max_restarts=0)
+        actor = ray.remote(ChannelActor).options(
+            name=f"channel/{name}", num_cpus=0, max_concurrency=1000, max_restarts=0
+        )
         return cls(name, actor.remote(capacity), by_ref_bytes)
 
     @classmethod
@@ -163,8 +173,9 @@ class Channel:
             raise ChannelClosed(f"no channel named {name!r}") from exc
 
     # ---------------------------------------------------------------- puts
-    def put_async(self, item: Any, key: str = "default", weight: float = 1.0,
-                  timeout: float | None = DEFAULT_TIMEOUT_S) -> Any:
+    def put_async(
+        self, item: Any, key: str = "default", weight: float = 1.0, timeout: float | None = DEFAULT_TIMEOUT_S
+    ) -> Any:
         """Enqueue without waiting; returns a Ray ObjectRef that resolves once the item is queued."""
         import ray
 
@@ -175,8 +186,9 @@ class Channel:
             item = _ByRef([ray.put(item)])
         return self._handle.put.remote(key, item, float(weight), timeout)
 
-    def put(self, item: Any, key: str = "default", weight: float = 1.0,
-            timeout: float | None = DEFAULT_TIMEOUT_S) -> None:
+    def put(
+        self, item: Any, key: str = "default", weight: float = 1.0, timeout: float | None = DEFAULT_TIMEOUT_S
+    ) -> None:
         self._wait(self.put_async(item, key, weight, timeout), timeout)
 
     # ---------------------------------------------------------------- gets
@@ -184,12 +196,15 @@ class Channel:
         (item,) = self.get_batch(0.0, key, timeout)
         return item
 
-    def get_with_weight(self, key: str = "default", timeout: float | None = DEFAULT_TIMEOUT_S) -> tuple[Any, float]:
+    def get_with_weight(
+        self, key: str = "default", timeout: float | None = DEFAULT_TIMEOUT_S
+    ) -> tuple[Any, float]:
         ((item, weight),) = self._get(0.0, key, timeout)
         return item, weight
 
-    def get_batch(self, min_weight: float, key: str = "default",
-                  timeout: float | None = DEFAULT_TIMEOUT_S) -> list[Any]:
+    def get_batch(
+        self, min_weight: float, key: str = "default", timeout: float | None = DEFAULT_TIMEOUT_S
+    ) -> list[Any]:
         """Items (FIFO) until their summed weight reaches ``min_weight`` (at least one item)."""
         return [item for item, _ in self._get(min_weight, key, timeout)]
 

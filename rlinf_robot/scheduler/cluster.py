@@ -92,14 +92,25 @@ class Cluster:
             from ray._private import ray_constants
 
             ray_constants.ENABLE_RAY_CLUSTER = False
-            ray.init(address="local", num_cpus=cfg.num_cpus, num_gpus=cfg.num_gpus,
-                     include_dashboard=False, _node_ip_address="127.0.0.1", namespace=cfg.namespace,
-                     object_store_memory=cfg.object_store_memory, log_to_driver=cfg.log_to_driver)
+            ray.init(
+                address="local",
+                num_cpus=cfg.num_cpus,
+                num_gpus=cfg.num_gpus,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                namespace=cfg.namespace,
+                object_store_memory=cfg.object_store_memory,
+                log_to_driver=cfg.log_to_driver,
+            )
         else:
             ray.init(address=cfg.address, namespace=cfg.namespace, log_to_driver=cfg.log_to_driver)
         self._owns_ray = True
-        log.info("Ray %s up in %.1f s: %s", "started" if cfg.is_local else "connected",
-                 time.perf_counter() - t0, self.resource_spec())
+        log.info(
+            "Ray %s up in %.1f s: %s",
+            "started" if cfg.is_local else "connected",
+            time.perf_counter() - t0,
+            self.resource_spec(),
+        )
 
     # ---------------------------------------------------------------- description
     def nodes(self, available: bool = False) -> list[NodeSpec]:
@@ -118,9 +129,14 @@ class Cluster:
         for n in alive:
             res = n["Resources"]
             spare = free.get(n["NodeID"], {}) if available else res
-            out.append(NodeSpec(num_cpus=max(1, int(res.get("CPU", 0))), num_gpus=int(spare.get("GPU", 0)),
-                                address=n["NodeManagerAddress"],
-                                cpu_budget=float(spare.get("CPU", 0.0)) if available else None))
+            out.append(
+                NodeSpec(
+                    num_cpus=max(1, int(res.get("CPU", 0))),
+                    num_gpus=int(spare.get("GPU", 0)),
+                    address=n["NodeManagerAddress"],
+                    cpu_budget=float(spare.get("CPU", 0.0)) if available else None,
+                )
+            )
         return out
 
     def resource_spec(self, available: bool = False) -> ResourceSpec:
@@ -129,8 +145,15 @@ class Cluster:
     def accelerator_types(self) -> list[str]:
         """Accelerator models Ray detected (``accelerator_type:H200`` resources); empty on CPU."""
         ray = _ray()
-        return sorted({k.split(":", 1)[1] for n in ray.nodes() if n.get("Alive")
-                       for k in n["Resources"] if k.startswith("accelerator_type:")})
+        return sorted(
+            {
+                k.split(":", 1)[1]
+                for n in ray.nodes()
+                if n.get("Alive")
+                for k in n["Resources"]
+                if k.startswith("accelerator_type:")
+            }
+        )
 
     def live_actors(self) -> list[dict[str, Any]]:
         """Actors not yet dead in this namespace (leak checks after teardown)."""
@@ -139,10 +162,17 @@ class Cluster:
 
         out = []
         for actor in state.actors().values():
-            if actor.get("State") != "DEAD" and actor.get("RayNamespace", self.config.namespace) == \
-                    ray.get_runtime_context().namespace:
-                out.append({"name": actor.get("Name"), "class": actor.get("ActorClassName"),
-                            "state": actor.get("State")})
+            if (
+                actor.get("State") != "DEAD"
+                and actor.get("RayNamespace", self.config.namespace) == ray.get_runtime_context().namespace
+            ):
+                out.append(
+                    {
+                        "name": actor.get("Name"),
+                        "class": actor.get("ActorClassName"),
+                        "state": actor.get("State"),
+                    }
+                )
         return out
 
     # ---------------------------------------------------------------- reservation
@@ -163,7 +193,8 @@ class Cluster:
             remove_placement_group(pg)
             raise PlacementError(
                 f"Ray could not reserve the {plan.mode} plan within {timeout_s:.0f}s: bundles {bundles} vs "
-                f"cluster {ray.cluster_resources()}") from exc
+                f"cluster {ray.cluster_resources()}"
+            ) from exc
         log.info("reserved placement:\n%s", plan.describe())
         return Reservation(plan, pg)
 
@@ -195,7 +226,8 @@ class Reservation:
             "num_cpus": rank.cpu_share,
             "num_gpus": rank.gpu_share,
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                self.placement_group, placement_group_bundle_index=rank.bundle),
+                self.placement_group, placement_group_bundle_index=rank.bundle
+            ),
         }
 
     def release(self) -> None:

@@ -55,7 +55,9 @@ class SchedulerConfig:
         affinity = placement.pop("affinity", None)
         groups_cfg = cfg.get("groups") or {}
         if not isinstance(groups_cfg, Mapping) or not groups_cfg:
-            raise ConfigError("cluster config: groups must map group names to {num_ranks, gpus_per_rank, ...}")
+            raise ConfigError(
+                "cluster config: groups must map group names to {num_ranks, gpus_per_rank, ...}"
+            )
         groups = tuple(GroupSpec.from_dict(name, dict(g or {})) for name, g in groups_cfg.items())
         res = cfg.get("resources")
         timeout = cfg.get("reserve_timeout_s", 60.0)
@@ -63,8 +65,12 @@ class SchedulerConfig:
             raise ConfigError(f"reserve_timeout_s must be a number > 0, got {timeout!r}")
         out = cls(
             cluster=ClusterConfig.from_dict({k: cfg[k] for k in _CLUSTER_KEYS if k in cfg}),
-            mode=str(mode), groups=groups, affinity=affinity, options=placement,
-            resources=ResourceSpec.from_dict(res) if res else None, reserve_timeout_s=float(timeout),
+            mode=str(mode),
+            groups=groups,
+            affinity=affinity,
+            options=placement,
+            resources=ResourceSpec.from_dict(res) if res else None,
+            reserve_timeout_s=float(timeout),
         )
         if out.resources is not None:
             out.plan(out.resources)  # fail at load time, not after Ray started
@@ -83,7 +89,9 @@ class SchedulerConfig:
     def plan(self, resources: ResourceSpec | None = None) -> Plan:
         res = resources or self.resources
         if res is None:
-            raise ConfigError("no resources to plan on: pass a ResourceSpec or set `resources:` in the config")
+            raise ConfigError(
+                "no resources to plan on: pass a ResourceSpec or set `resources:` in the config"
+            )
         return make_plan(self.mode, res, self.groups, affinity=self.affinity, **self.options)
 
 

@@ -46,8 +46,10 @@ def _slots(name: str, target: Any) -> Iterator[tuple[str, Any, str]]:
                 if torch.is_tensor(value):
                     yield f"state{i}.{key}", (state, key), "state"
     else:
-        raise TypeError(f"offload target {name!r} is a {type(target).__name__}; expected an nn.Module or "
-                        "torch.optim.Optimizer")
+        raise TypeError(
+            f"offload target {name!r} is a {type(target).__name__}; expected an nn.Module or "
+            "torch.optim.Optimizer"
+        )
 
 
 def _get(owner: Any, kind: str) -> Any:

@@ -48,7 +48,8 @@ def run_pipeline(
         raise ValueError(f"need >= 1 stage and >= 0 steps, got {stages} stages, {num_steps} steps")
     if num_steps == 0:
         return
-    pending = [submit(s, first_obs[s]) for s in range(stages)]
+    with tl.span("submit", stage=0, t=-1):
+        pending = [submit(s, first_obs[s]) for s in range(stages)]
     for t in range(num_steps):
         last = t == num_steps - 1
         for s in range(stages):
@@ -57,7 +58,8 @@ def run_pipeline(
             with tl.span("env_step", stage=s, t=t):
                 obs = step(s, actions)
             if not last:
-                pending[s] = submit(s, obs)
+                with tl.span("submit", stage=s, t=t):
+                    pending[s] = submit(s, obs)
 
 
 def stage_bounds(num_items: int, stages: int) -> list[tuple[int, int]]:

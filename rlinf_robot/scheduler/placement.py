@@ -47,8 +47,17 @@ from rlinf_robot.scheduler.errors import PlacementError
 from rlinf_robot.scheduler.resources import GroupSpec, ResourceSpec
 
 __all__ = [
-    "Bundle", "GroupSpec", "Plan", "RankPlacement", "ResourceSpec",
-    "collocated", "disaggregated", "hybrid", "make_plan", "placement_modes", "register_placement",
+    "Bundle",
+    "GroupSpec",
+    "Plan",
+    "RankPlacement",
+    "ResourceSpec",
+    "collocated",
+    "disaggregated",
+    "hybrid",
+    "make_plan",
+    "placement_modes",
+    "register_placement",
 ]
 
 
@@ -115,13 +124,24 @@ class Plan:
 
     def describe(self) -> str:
         """The plan as a table: one line per rank (also logged when a cluster launches it)."""
-        head = (f"{self.mode} plan: {len(self.resources.nodes)} node(s), {self.resources.total_gpus} "
-                f"accelerator(s), {len(self.bundles)} bundle(s), affinity={self.affinity}")
+        head = (
+            f"{self.mode} plan: {len(self.resources.nodes)} node(s), {self.resources.total_gpus} "
+            f"accelerator(s), {len(self.bundles)} bundle(s), affinity={self.affinity}"
+        )
         rows = [("group", "rank", "node", "gpus", "gpu_share", "cores", "cpu_share", "bundle")]
         for r in self.ranks:
-            rows.append((r.group, str(r.rank), str(r.node), _fmt(r.gpus), f"{r.gpu_share:g}",
-                         _fmt(r.cores), f"{r.cpu_share:g}" if r.cpu_share % 1 else f"{r.cpu_share:.1f}",
-                         str(r.bundle)))
+            rows.append(
+                (
+                    r.group,
+                    str(r.rank),
+                    str(r.node),
+                    _fmt(r.gpus),
+                    f"{r.gpu_share:g}",
+                    _fmt(r.cores),
+                    f"{r.cpu_share:g}" if r.cpu_share % 1 else f"{r.cpu_share:.1f}",
+                    str(r.bundle),
+                )
+            )
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
         return "\n".join([head, *lines])
@@ -220,8 +240,9 @@ def hybrid(
 
 
 # ---------------------------------------------------------------- the planner behind all three
-def _plan(mode: str, res: ResourceSpec, groups: Sequence[GroupSpec], sets: list[list[str]],
-          affinity: Any) -> Plan:
+def _plan(
+    mode: str, res: ResourceSpec, groups: Sequence[GroupSpec], sets: list[list[str]], affinity: Any
+) -> Plan:
     by_name = {g.name: g for g in groups}
     if len(by_name) != len(groups):
         raise PlacementError(f"{mode}: group names must be unique, got {[g.name for g in groups]}")
@@ -234,11 +255,13 @@ def _plan(mode: str, res: ResourceSpec, groups: Sequence[GroupSpec], sets: list[
             g = by_name[name]
             for r in range(g.num_ranks):
                 if g.gpus_per_rank:
-                    mine = devs[r * g.gpus_per_rank:(r + 1) * g.gpus_per_rank]
+                    mine = devs[r * g.gpus_per_rank : (r + 1) * g.gpus_per_rank]
                     where = {res.gpu_location(d)[0] for d in mine}
                     if len(where) != 1:
-                        raise PlacementError(f"{mode}: {name}[{r}] would span nodes {sorted(where)} "
-                                             f"(accelerators {list(mine)}); use gpus_per_rank <= node size")
+                        raise PlacementError(
+                            f"{mode}: {name}[{r}] would span nodes {sorted(where)} "
+                            f"(accelerators {list(mine)}); use gpus_per_rank <= node size"
+                        )
                     node = where.pop()
                     local = tuple(res.gpu_location(d)[1] for d in mine)
                     located.append((g, r, node, local, tuple(mine)))
@@ -286,26 +309,47 @@ def _plan(mode: str, res: ResourceSpec, groups: Sequence[GroupSpec], sets: list[
             start += demand[b]
             bundle_cpus[b] = max(_floor4(demand[b] * scale), 0.0001)
 
-    bundles = tuple(Bundle(bundle_node[b], bundle_gpus[b], bundle_cpus[b], bundle_cores[b])
-                    for b in range(len(members_of)))
+    bundles = tuple(
+        Bundle(bundle_node[b], bundle_gpus[b], bundle_cpus[b], bundle_cores[b])
+        for b in range(len(members_of))
+    )
     auto_cores = [bundle_cores[rank_bundle[i]] for i in range(len(located))]
-    cores, affinity_name = assign_cores(affinity, [(g.name, r, node) for g, r, node, _, _ in located],
-                                        auto_cores, [n.num_cpus for n in res.nodes])
+    cores, affinity_name = assign_cores(
+        affinity,
+        [(g.name, r, node) for g, r, node, _, _ in located],
+        auto_cores,
+        [n.num_cpus for n in res.nodes],
+    )
     ranks = []
     for i, (g, r, node, local, glob) in enumerate(located):
         sharers = len(members_of[rank_bundle[i]])
         if len(local) > 1 and sharers > 1:
-            raise PlacementError(f"{mode}: {g.name}[{r}] holds {len(local)} accelerators shared with other "
-                                 "ranks; Ray can share only single accelerators (use gpus_per_rank=1)")
+            raise PlacementError(
+                f"{mode}: {g.name}[{r}] holds {len(local)} accelerators shared with other "
+                "ranks; Ray can share only single accelerators (use gpus_per_rank=1)"
+            )
         gpu_share = float(len(local)) if sharers == 1 else _floor4(1.0 / sharers)
         cpu_share = max(_floor4(bundle_cpus[rank_bundle[i]] / sharers), 0.0001)
-        ranks.append(RankPlacement(g.name, r, node, local, glob, cores[i], rank_bundle[i],
-                                   gpu_share if local else 0.0, cpu_share, g.cpus_per_rank))
+        ranks.append(
+            RankPlacement(
+                g.name,
+                r,
+                node,
+                local,
+                glob,
+                cores[i],
+                rank_bundle[i],
+                gpu_share if local else 0.0,
+                cpu_share,
+                g.cpus_per_rank,
+            )
+        )
     return Plan(mode, res, bundles, tuple(ranks), affinity_name)
 
 
-def _allocate(mode: str, res: ResourceSpec, by_name: Mapping[str, GroupSpec],
-              sets: list[list[str]]) -> list[tuple[int, ...]]:
+def _allocate(
+    mode: str, res: ResourceSpec, by_name: Mapping[str, GroupSpec], sets: list[list[str]]
+) -> list[tuple[int, ...]]:
     """Accelerators of each share set: explicit ``devices`` first, then the lowest free ones."""
     total = res.total_gpus
     out: list[tuple[int, ...] | None] = [None] * len(sets)
@@ -318,16 +362,20 @@ def _allocate(mode: str, res: ResourceSpec, by_name: Mapping[str, GroupSpec],
             devs = explicit.pop()
             bad = [d for d in devs if not 0 <= d < total]
             if bad:
-                raise PlacementError(f"{mode}: group(s) {members} ask accelerator(s) {bad}; the cluster "
-                                     f"has {total} (0-{total - 1})")
+                raise PlacementError(
+                    f"{mode}: group(s) {members} ask accelerator(s) {bad}; the cluster "
+                    f"has {total} (0-{total - 1})"
+                )
             need = max(by_name[m].num_gpus for m in members)
             if len(devs) < need:
-                raise PlacementError(f"{mode}: group(s) {members} need {need} accelerators, devices lists "
-                                     f"{len(devs)}")
+                raise PlacementError(
+                    f"{mode}: group(s) {members} need {need} accelerators, devices lists {len(devs)}"
+                )
             clash = sorted(d for d in devs if d in owner)
             if clash:
-                raise PlacementError(f"{mode}: groups {members} and {owner[clash[0]]} overlap on "
-                                     f"accelerator(s) {clash}")
+                raise PlacementError(
+                    f"{mode}: groups {members} and {owner[clash[0]]} overlap on accelerator(s) {clash}"
+                )
             for d in devs:
                 owner[d] = members
             out[s] = devs
@@ -337,8 +385,10 @@ def _allocate(mode: str, res: ResourceSpec, by_name: Mapping[str, GroupSpec],
         need = max(by_name[m].num_gpus for m in members)
         free = [d for d in range(total) if d not in owner]
         if need > len(free):
-            raise PlacementError(f"{mode}: group(s) {members} ask {need} accelerator(s) but only "
-                                 f"{len(free)} of {total} are free")
+            raise PlacementError(
+                f"{mode}: group(s) {members} ask {need} accelerator(s) but only "
+                f"{len(free)} of {total} are free"
+            )
         out[s] = tuple(free[:need])
         for d in out[s]:
             owner[d] = members
@@ -352,6 +402,8 @@ def _check_overlaps(mode: str, located: list, bundle_of: Mapping[tuple[int, tupl
         for d in local:
             other = seen.setdefault((node, d), local)
             if other != local:
-                raise PlacementError(f"{mode}: {g.name}[{r}] uses accelerators {list(local)} on node {node}, "
-                                     f"which partly overlap {list(other)}; groups sharing accelerators "
-                                     "need the same gpus_per_rank")
+                raise PlacementError(
+                    f"{mode}: {g.name}[{r}] uses accelerators {list(local)} on node {node}, "
+                    f"which partly overlap {list(other)}; groups sharing accelerators "
+                    "need the same gpus_per_rank"
+                )

@@ -38,7 +38,8 @@ class NodeSpec:
         if self.cpu_budget is not None and not self.cpu_budget >= 0.001:
             raise PlacementError(
                 f"no free CPU on node {self.address or '?'} (cpu_budget={self.cpu_budget!r}): plan every group "
-                "in one make_plan(...) so CPU shares shrink to fit, instead of adding groups one by one")
+                "in one make_plan(...) so CPU shares shrink to fit, instead of adding groups one by one"
+            )
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,16 @@ class Timeline:
 
     def record(self, name: str, start_ns: int, end_ns: int, stage: int = 0, **args: Any) -> None:
         if self.enabled:
-            self.events.append({"name": name, "process": self.process, "stage": int(stage),
-                                "start_ns": int(start_ns), "end_ns": int(end_ns), "args": args})
+            self.events.append(
+                {
+                    "name": name,
+                    "process": self.process,
+                    "stage": int(stage),
+                    "start_ns": int(start_ns),
+                    "end_ns": int(end_ns),
+                    "args": args,
+                }
+            )
 
     def drain(self) -> list[dict[str, Any]]:
         """Return and forget the recorded spans (so long runs do not grow without bound)."""
@@ -61,15 +69,38 @@ def to_chrome_trace(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
     for e in events:
         if e["process"] not in pids:
             pids[e["process"]] = len(pids) + 1
-            out.append({"ph": "M", "name": "process_name", "pid": pids[e["process"]], "tid": 0,
-                        "args": {"name": e["process"]}})
+            out.append(
+                {
+                    "ph": "M",
+                    "name": "process_name",
+                    "pid": pids[e["process"]],
+                    "tid": 0,
+                    "args": {"name": e["process"]},
+                }
+            )
         pid = pids[e["process"]]
         if (pid, e["stage"]) not in threads:
             threads.add((pid, e["stage"]))
-            out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": e["stage"],
-                        "args": {"name": f"stage {e['stage']}"}})
-        out.append({"ph": "X", "name": e["name"], "pid": pid, "tid": e["stage"], "ts": e["start_ns"] / 1e3,
-                    "dur": (e["end_ns"] - e["start_ns"]) / 1e3, "args": e.get("args", {})})
+            out.append(
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": pid,
+                    "tid": e["stage"],
+                    "args": {"name": f"stage {e['stage']}"},
+                }
+            )
+        out.append(
+            {
+                "ph": "X",
+                "name": e["name"],
+                "pid": pid,
+                "tid": e["stage"],
+                "ts": e["start_ns"] / 1e3,
+                "dur": (e["end_ns"] - e["start_ns"]) / 1e3,
+                "args": e.get("args", {}),
+            }
+        )
     return {"traceEvents": out, "displayTimeUnit": "ms"}
 
 

@@ -58,7 +58,9 @@ class WeightSyncBackend:
     name = ""
 
     @classmethod
-    def push(cls, sender: Any, receivers: Any, version: int, timeout_s: float) -> list[int]:  # pragma: no cover
+    def push(
+        cls, sender: Any, receivers: Any, version: int, timeout_s: float
+    ) -> list[int]:  # pragma: no cover
         raise NotImplementedError
 
     @staticmethod
@@ -138,14 +140,16 @@ class CollectiveSync(WeightSyncBackend):
         import torch.distributed as dist
 
         addr = ray.util.get_node_ip_address()
-        store = dist.TCPStore(addr, 0, world_size, True, timeout=datetime.timedelta(seconds=timeout_s),
-                              wait_for_workers=False)
+        store = dist.TCPStore(
+            addr, 0, world_size, True, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False
+        )
         ctx["store"] = store
         return addr, store.port
 
     @staticmethod
-    def join(ctx: dict, addr: str, port: int, rank: int, world_size: int, use_cuda: bool,
-             timeout_s: float = 60.0) -> None:
+    def join(
+        ctx: dict, addr: str, port: int, rank: int, world_size: int, use_cuda: bool, timeout_s: float = 60.0
+    ) -> None:
         import torch.distributed as dist
 
         timeout = datetime.timedelta(seconds=timeout_s)
@@ -153,8 +157,11 @@ class CollectiveSync(WeightSyncBackend):
         if store is None:
             store = dist.TCPStore(addr, port, world_size, False, timeout=timeout)
         if use_cuda:
-            if not dist.is_nccl_available():
-                raise RuntimeError("collective weight sync on CUDA needs NCCL, which this torch lacks")
+            import torch
+
+            if not (torch.cuda.is_available() and dist.is_nccl_available()):
+                raise RuntimeError("collective weight sync on CUDA needs a GPU and a torch built with NCCL")
+            torch.cuda.set_device(0)  # the worker sees only its own GPU(s) (CUDA_VISIBLE_DEVICES)
             pg = dist.ProcessGroupNCCL(store, rank, world_size, dist.ProcessGroupNCCL.Options())
         else:
             pg = dist.ProcessGroupGloo(store, rank, world_size, timeout)
@@ -212,17 +219,38 @@ class CollectiveSync(WeightSyncBackend):
 
 # ------------------------------------------------------------------------ driver-side helpers
 def join_group(sender: Any, receivers: Any, use_cuda: bool = False, timeout_s: float = 60.0) -> None:
-    """Form the collective sync group: sender rank 0 is sync rank 0, receiver rank i is i+1."""
+    """Form the collective sync group: sender rank 0 is sync rank 0, receiver rank i is i+1.
+
+    NCCL cannot connect two ranks on the same GPU, so ``use_cuda`` needs the sender and every
+    receiver on different accelerators (disaggregated or hybrid placement); collocated groups sync
+    through the object store.
+    """
+    from rlinf_robot.errors import ConfigError
+
     world = 1 + receivers.world_size
+    if use_cuda:
+        infos = [
+            sender.call_rank(0, "worker_info").wait_one(timeout_s),
+            *receivers.call("worker_info").wait(timeout_s),
+        ]
+        devices = [i["cuda_visible_devices"] for i in infos]
+        if len(set(devices)) != len(devices) or None in devices:
+            raise ConfigError(
+                f"collective weight sync over NCCL needs one distinct GPU per member, got "
+                f"CUDA_VISIBLE_DEVICES {devices}; use backend 'object_store' for collocated groups"
+            )
     addr, port = sender.call_rank(0, "weight_sync_open", world).wait_one(timeout_s)
     futures = [sender.call_rank(0, "weight_sync_join", addr, port, 0, world, use_cuda)]
-    futures += [receivers.call_rank(i, "weight_sync_join", addr, port, i + 1, world, use_cuda)
-                for i in range(receivers.world_size)]
+    futures += [
+        receivers.call_rank(i, "weight_sync_join", addr, port, i + 1, world, use_cuda)
+        for i in range(receivers.world_size)
+    ]
     for f in futures:
         f.wait(timeout_s)
 
 
-def push_weights(sender: Any, receivers: Any, version: int, backend_name: str = "object_store",
-                 timeout_s: float = 120.0) -> list[int]:
+def push_weights(
+    sender: Any, receivers: Any, version: int, backend_name: str = "object_store", timeout_s: float = 120.0
+) -> list[int]:
     """Sender rank 0 publishes ``version``; every receiver loads it. Returns the versions they hold."""
     return backend(backend_name).push(sender, receivers, int(version), timeout_s)

@@ -174,7 +174,9 @@ class Worker:
         """Receiver side: load the weights of ``ticket``; returns (and records) the version now held."""
         from rlinf_robot.scheduler.weight_sync import backend as sync_backend
 
-        self.weights_version = sync_backend(ticket.backend).receive(self._sync_ctx, self.weights_module(), ticket)
+        self.weights_version = sync_backend(ticket.backend).receive(
+            self._sync_ctx, self.weights_module(), ticket
+        )
         return self.weights_version
 
     def weight_sync_open(self, world_size: int) -> tuple[str, int]:
@@ -248,14 +250,18 @@ def hosted_class(cls: type) -> type:
             port = s.getsockname()[1]
         return ray.util.get_node_ip_address(), port
 
-    return type(cls.__name__, (cls,), {
-        "__init__": __init__,
-        "__qualname__": cls.__qualname__,
-        "__module__": cls.__module__,
-        "__doc__": cls.__doc__,
-        "_rlinf_set_master": _rlinf_set_master,
-        "_rlinf_free_port": _rlinf_free_port,
-    })
+    return type(
+        cls.__name__,
+        (cls,),
+        {
+            "__init__": __init__,
+            "__qualname__": cls.__qualname__,
+            "__module__": cls.__module__,
+            "__doc__": cls.__doc__,
+            "_rlinf_set_master": _rlinf_set_master,
+            "_rlinf_free_port": _rlinf_free_port,
+        },
+    )
 
 
 def _is_loopback() -> bool:

@@ -26,8 +26,14 @@ DEFAULT_CALL_TIMEOUT_S = 300.0
 class GroupResult:
     """Futures of one call on some ranks of a group. ``refs`` can be passed on to other calls."""
 
-    def __init__(self, group: str, method: str, ranks: Sequence[int], refs: Sequence[Any],
-                 default_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S):
+    def __init__(
+        self,
+        group: str,
+        method: str,
+        ranks: Sequence[int],
+        refs: Sequence[Any],
+        default_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
+    ):
         self.group, self.method = group, method
         self.ranks, self.refs = list(ranks), list(refs)
         self._default_timeout_s = default_timeout_s
@@ -46,7 +52,9 @@ class GroupResult:
             ready, pending = ray.wait(pending, num_returns=1, timeout=left)
             if not ready:
                 late = [self.ranks[index[r]] for r in pending]
-                raise WorkerTimeout(f"{self.group}.{self.method}(): rank(s) {late} not done after {timeout:.1f}s")
+                raise WorkerTimeout(
+                    f"{self.group}.{self.method}(): rank(s) {late} not done after {timeout:.1f}s"
+                )
             i = index[ready[0]]
             try:
                 results[i] = self._get(ready[0], self.ranks[i])
@@ -95,8 +103,16 @@ def _first_lines(text: str, n: int = 12) -> str:
 class WorkerGroup:
     """Ranks of one worker class. Create with ``launch`` (from a reservation) or ``spawn`` (own plan)."""
 
-    def __init__(self, name: str, worker_cls: type, actors: list[Any], placements: list[RankPlacement],
-                 reservation: Reservation, owns_reservation: bool, call_timeout_s: float):
+    def __init__(
+        self,
+        name: str,
+        worker_cls: type,
+        actors: list[Any],
+        placements: list[RankPlacement],
+        reservation: Reservation,
+        owns_reservation: bool,
+        call_timeout_s: float,
+    ):
         self.name = name
         self.worker_cls = worker_cls
         self.actors = actors
@@ -138,13 +154,23 @@ class WorkerGroup:
         actors = []
         for p, extra in zip(placements, envs, strict=True):
             local_rank = sum(1 for q in placements if q.node == p.node and q.rank < p.rank)
-            info = WorkerInfo(group=name, rank=p.rank, world_size=world, node=p.node, local_rank=local_rank,
-                              gpus=p.gpus, cores=p.cores, num_threads=p.threads,
-                              env={str(k): str(v) for k, v in extra.items()})
+            info = WorkerInfo(
+                group=name,
+                rank=p.rank,
+                world_size=world,
+                node=p.node,
+                local_rank=local_rank,
+                gpus=p.gpus,
+                cores=p.cores,
+                num_threads=p.threads,
+                env={str(k): str(v) for k, v in extra.items()},
+            )
             opts = reservation.actor_options(p)
-            actors.append(remote_cls.options(name=f"{name}/{p.rank}", max_concurrency=max_concurrency,
-                                             max_restarts=0, **opts)
-                          .remote(info.to_dict(), *args, **dict(kwargs or {})))
+            actors.append(
+                remote_cls.options(
+                    name=f"{name}/{p.rank}", max_concurrency=max_concurrency, max_restarts=0, **opts
+                ).remote(info.to_dict(), *args, **dict(kwargs or {}))
+            )
         group = cls(name, worker_cls, actors, placements, reservation, _owns_reservation, call_timeout_s)
         try:
             addr, port = group.call_rank(0, "_rlinf_free_port").wait_one(start_timeout_s)
@@ -156,9 +182,18 @@ class WorkerGroup:
         return group
 
     @classmethod
-    def spawn(cls, worker_cls: type, name: str, cluster: Cluster, num_ranks: int = 1, *,
-              gpus_per_rank: int = 0, cpus_per_rank: int = 1, affinity: Any = None,
-              **launch_kwargs: Any) -> WorkerGroup:
+    def spawn(
+        cls,
+        worker_cls: type,
+        name: str,
+        cluster: Cluster,
+        num_ranks: int = 1,
+        *,
+        gpus_per_rank: int = 0,
+        cpus_per_rank: int = 1,
+        affinity: Any = None,
+        **launch_kwargs: Any,
+    ) -> WorkerGroup:
         """A group on its own resources (a one-group plan); its reservation is released on shutdown."""
         spec = GroupSpec(name, num_ranks, gpus_per_rank=gpus_per_rank, cpus_per_rank=cpus_per_rank)
         plan = make_plan("disaggregated", cluster.resource_spec(available=True), [spec], affinity=affinity)
@@ -194,7 +229,9 @@ class WorkerGroup:
             raise WorkerCrashed(self.name, -1, method, "the group was shut down")
         if not method.startswith("_rlinf_") and not callable(getattr(self.worker_cls, method, None)):
             raise AttributeError(f"{self.worker_cls.__name__} has no method {method!r}")
-        refs = [getattr(self.actors[r], method).remote(*a, **kw) for r, (a, kw) in zip(ranks, calls, strict=True)]
+        refs = [
+            getattr(self.actors[r], method).remote(*a, **kw) for r, (a, kw) in zip(ranks, calls, strict=True)
+        ]
         return GroupResult(self.name, method, list(ranks), refs, self.call_timeout_s)
 
     # ---------------------------------------------------------------- teardown

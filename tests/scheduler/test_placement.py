@@ -165,3 +165,16 @@ def test_plan_command_prints_the_plan(capsys):
     assert out.startswith("hybrid plan: 1 node(s), 4 accelerator(s)") and "affinity=auto" in out
     assert main(["plan", str(CONF / "hybrid.yaml"), "--nodes", "1", "--gpus-per-node", "1"]) == 1
     assert "only 1 of 1 are free" in capsys.readouterr().out
+
+
+def test_scheduler_imports_stay_light():
+    """Planning (and the CLI's plan command) must not pull in Ray, torch or MuJoCo."""
+    import subprocess
+    import sys
+
+    code = ("import sys, rlinf_robot.scheduler.config, rlinf_robot.scheduler.worker_group, "
+            "rlinf_robot.scheduler.channel, rlinf_robot.scheduler.weight_sync, rlinf_robot.workers.sim_env, "
+            "rlinf_robot.workers.rollout, rlinf_robot.commands.plan\n"
+            "print(','.join(m for m in ('ray', 'torch', 'mujoco') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == ""

@@ -96,6 +96,28 @@ def test_logical_gpus_follow_the_hybrid_plan(cluster):
         reservation.release()
 
 
+def test_scheduler_from_config_collocates_on_shared_logical_gpus(cluster):
+    from rlinf_robot.scheduler.config import Scheduler, SchedulerConfig
+
+    cfg = SchedulerConfig.from_dict({
+        "placement": {"mode": "collocated"},
+        "groups": {"actor": {"num_ranks": 2, "gpus_per_rank": 1}, "rollout": {"num_ranks": 2, "gpus_per_rank": 1}},
+    })
+    with Scheduler(cfg, cluster=cluster) as sched:
+        assert [r.gpu_share for r in sched.plan.ranks] == [0.5] * 4
+        actor = sched.launch("actor", EchoWorker)
+        rollout = sched.launch("rollout", EchoWorker)
+        a, r = actor.call("whoami").wait(60), rollout.call("whoami").wait(60)
+        assert [o["cuda"] for o in a] == [o["cuda"] for o in r] and a[0]["cuda"] != a[1]["cuda"]
+    assert sched.reservation.placement_group is None
+    import ray
+
+    deadline = time.monotonic() + 15  # the placement group's GPUs return to the pool
+    while ray.available_resources().get("GPU") != 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ray.available_resources().get("GPU") == 4
+
+
 def test_plan_larger_than_the_cluster_is_refused(cluster):
     plan = make_plan("disaggregated", ResourceSpec.uniform(1, 8, 2), [GroupSpec("big", 8, 1)])
     with pytest.raises(PlacementError, match="could not reserve"):

@@ -1,0 +1,262 @@
+"""Pipelined rollouts vs sequential vs hybrid placement, against the machine's parallel ceiling.
+
+Workloads (the same everywhere): one ``SimEnvWorker`` stepping N MuJoCo FR3 reach envs
+(``sim.make("mujoco/fr3-reach")``, one physics thread) and one ``RolloutWorker`` running an MLP
+policy (1024 wide) whose depth is calibrated so that inferring the batch, as the pipeline's two
+micro-batches, costs about one batch env step.
+
+- sequential: env steps the whole batch, then the policy infers the whole batch (1 stage).
+- pipelined: the batch is cut into 2 micro-batches; env stepping of one overlaps inference of the
+  other (``pipeline_stages=2``), env and policy in their own processes (disaggregated plan).
+- hybrid: the issue's hybrid placement on 2 logical GPUs (env+rollout share one, an actor trains
+  on the other) running the pipelined loop, with a versioned weight sync actor -> rollout between
+  rollout epochs (its cost is included).
+- ceiling: the same env and inference workloads (inference as the same two micro-batches) run at
+  the same time with no dependency between them: the most any pipeline could get out of this
+  machine right now. What the pipeline loses against it is coordination (Ray calls, waiting,
+  fill/drain); the cost of inferring in micro-batches (smaller matmuls) is printed separately.
+- pinned: pipelined + ceiling again with each worker pinned to its own core (affinity ``auto``).
+
+Rounds interleave every mode so the shared machine's noise hits all alike; medians are reported.
+ratio = (pipelined / sequential) / (ceiling / sequential) = pipelined / ceiling.
+
+Last line: RESULT pipeline_speedup ours=<pipelined speedup>x peer=<ceiling speedup>x ratio=... goal=>=0.9
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rlinf_robot.scheduler import Cluster, GroupSpec, NodeSpec, ResourceSpec, WorkerGroup, make_plan  # noqa: E402
+from rlinf_robot.scheduler.pipeline import stage_bounds  # noqa: E402
+from rlinf_robot.scheduler.timeline import overlap_seconds, write_chrome_trace  # noqa: E402
+from rlinf_robot.scheduler.weight_sync import push_weights  # noqa: E402
+from rlinf_robot.workers.rollout import RolloutWorker  # noqa: E402
+from rlinf_robot.workers.sim_env import SimEnvWorker  # noqa: E402
+
+ENV_NAME = "mujoco/fr3-reach"
+WIDTH = 1024  # compute-bound at these batch sizes (2048-wide layers stream their weights: memory-bound)
+DEPTHS = (1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24)
+
+
+class BenchActor(RolloutWorker):
+    """The actor of the hybrid run: owns the policy weights and changes them between epochs."""
+
+    def train_step(self) -> int:
+        import torch
+
+        with torch.no_grad():
+            for p in self.policy.parameters():
+                p.mul_(1.0 + 1e-4)
+        return 0
+
+
+def calibrate(num_envs: int, stages: int) -> tuple[int, float, float]:
+    """Pick the MLP depth whose inference of the batch (as ``stages`` micro-batches, the way the
+    pipeline runs it) costs about one batch env step, measured in this process."""
+    import torch
+
+    import policies
+    import sim
+
+    torch.set_num_threads(1)
+    env = sim.make(ENV_NAME, num_envs=num_envs, num_threads=1)
+    obs = env.reset(seed=0)
+    act = np.zeros((num_envs, *env.action_spec.shape), np.float32)
+    for _ in range(3):
+        env.step(act)
+    env_ms = _time_ms(lambda: env.step(act), 10)
+    env.close()
+    best = None
+    for depth in DEPTHS:
+        torch.manual_seed(0)
+        pol = policies.make("mlp", action_spec=env.action_spec, state_dim=obs["state"].shape[1],
+                            hidden=(WIDTH,) * depth, value_head=False).eval()
+        parts = [{"state": obs["state"][a:b]} for a, b in stage_bounds(num_envs, stages)]
+
+        def infer(p=pol, parts=parts):
+            for part in parts:
+                p.predict_action_batch(part, deterministic=True)
+
+        with torch.inference_mode():
+            infer()
+            inf_ms = _time_ms(infer, 10)
+        if best is None or abs(np.log(inf_ms / env_ms)) < abs(np.log(best[1] / env_ms)):
+            best = (depth, inf_ms)
+        if inf_ms > env_ms:
+            break
+    return best[0], env_ms, best[1]
+
+
+def _time_ms(fn, n: int) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
+class Setup:
+    """One env worker + one rollout worker (+ an actor for hybrid), placed by one plan."""
+
+    def __init__(self, cluster, tag: str, mode: str, num_envs: int, depth: int, affinity, budget: float,
+                 gpus: int = 0, actor: bool = False):
+        groups = [GroupSpec(f"env_{tag}", 1), GroupSpec(f"rollout_{tag}", 1, gpus_per_rank=1 if gpus else 0)]
+        if actor:
+            groups.append(GroupSpec(f"actor_{tag}", 1, gpus_per_rank=1))
+        node = cluster.nodes()[0]
+        spec = ResourceSpec((NodeSpec(node.num_cpus, gpus, node.address, cpu_budget=budget),))
+        opts = {"share": [[f"env_{tag}", f"rollout_{tag}"]]} if mode == "hybrid" else {}
+        self.plan = make_plan(mode, spec, groups, affinity=affinity, **opts)
+        self.reservation = cluster.reserve(self.plan, timeout_s=120)
+        self.num_envs = num_envs
+        self.groups = []
+        env_kw = dict(env=ENV_NAME, num_envs=num_envs, env_kwargs={"num_threads": 1}, num_shards=2, seed=0)
+        self.env = self._launch(SimEnvWorker, f"env_{tag}", env_kw)
+        es = self.env.call_rank(0, "env_spec").wait_one(120)
+        pol = dict(action_spec=es["action_spec"], state_dim=es["state_dim"],
+                   policy_kwargs={"hidden": (WIDTH,) * depth, "value_head": False})
+        self.policy = self._launch(RolloutWorker, f"rollout_{tag}", pol)
+        self.actor = self._launch(BenchActor, f"actor_{tag}", {**pol, "seed": 1}) if actor else None
+        self.obs = self.env.call_rank(0, "reset").wait_one(60)
+        self.version = 0
+
+    def _launch(self, cls, name, kwargs):
+        group = WorkerGroup.launch(cls, name, self.reservation, kwargs=kwargs)
+        self.groups.append(group)
+        return group
+
+    def rollout(self, steps: int, stages: int) -> dict:
+        out = self.env.call_rank(0, "rollout", self.policy.actors[0], steps, stages).wait_one(600)
+        return {"sps": out["env_steps"] / out["seconds"], "versions": out["versions"]}
+
+    def hybrid(self, steps: int, epochs: int) -> float:
+        """Pipelined rollout epochs with a weight sync (actor -> rollout) before each; steps/s overall."""
+        t0 = time.perf_counter()
+        for _ in range(epochs):
+            self.actor.call_rank(0, "train_step").wait_one(60)
+            self.version += 1
+            assert push_weights(self.actor, self.policy, self.version) == [self.version]
+            out = self.rollout(steps // epochs, 2)
+            assert (out["versions"] == self.version).all(), "a rollout step used stale weights"
+        return epochs * (steps // epochs) * self.num_envs / (time.perf_counter() - t0)
+
+    def ceiling(self, steps: int) -> float:
+        """Env and inference workloads at once, no dependency: env-steps/s both sides sustain."""
+        e = self.env.call_rank(0, "stress", steps)
+        p = self.policy.call_rank(0, "stress", self.obs, steps, 2)  # the micro-batches the pipeline infers
+        e, p = e.wait_one(600), p.wait_one(600)
+        return steps * self.num_envs / (max(e["end"], p["end"]) - min(e["start"], p["start"]))
+
+    def solo(self, steps: int) -> tuple[float, float, float]:
+        """ms per batch: env step, full-batch inference, inference as 2 half batches (each alone)."""
+        e = self.env.call_rank(0, "stress", steps).wait_one(600)
+        p1 = self.policy.call_rank(0, "stress", self.obs, steps, 1).wait_one(600)
+        p2 = self.policy.call_rank(0, "stress", self.obs, steps, 2).wait_one(600)
+        return tuple(1e3 * (x["end"] - x["start"]) / steps for x in (e, p1, p2))
+
+    def trace(self) -> list[dict]:
+        return [ev for g in (self.env, self.policy) for ev in g.call_rank(0, "timeline_events").wait_one(60)]
+
+    def close(self) -> None:
+        for g in self.groups:
+            g.shutdown()
+        self.reservation.release()
+
+
+def analyse(events: list[dict]) -> dict[str, float]:
+    """Where the pipelined env worker's time went, from its timeline."""
+    env = [e for e in events if e["process"].startswith("env")]
+    t0 = min(e["start_ns"] for e in env)
+    t1 = max(e["end_ns"] for e in env)
+    busy = sum(e["end_ns"] - e["start_ns"] for e in env if e["name"] == "env_step")
+    wait = sum(e["end_ns"] - e["start_ns"] for e in env if e["name"] == "wait_actions")
+    submit = sum(e["end_ns"] - e["start_ns"] for e in env if e["name"] == "submit")
+    infer = sum(e["end_ns"] - e["start_ns"] for e in events if e["name"] == "infer")
+    wall = t1 - t0
+    return {"wall_s": wall / 1e9, "env_busy": busy / wall, "env_wait": wait / wall,
+            "policy_busy": infer / wall, "overlap": overlap_seconds(events, "env_step", "infer") / (wall / 1e9),
+            "submit": submit / wall, "other": 1.0 - (busy + wait + submit) / wall}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--envs", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=50, help="env steps per measured run")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--trace", default="build/bench/pipeline_trace.json")
+    args = ap.parse_args()
+
+    depth, env_ms, inf_ms = calibrate(args.envs, 2)
+    print(f"calibration: {args.envs} envs step in {env_ms:.1f} ms; MLP {depth}x{WIDTH} infers them (2 micro-batches) "
+          f"in {inf_ms:.1f} ms")
+    cluster = Cluster(num_cpus=None, num_gpus=2, namespace="bench_pipeline", log_to_driver=False)
+    cores = cluster.nodes()[0].num_cpus
+    third = round(cores / 3, 4)
+    setups = {}
+    try:
+        setups["off"] = Setup(cluster, "off", "disaggregated", args.envs, depth, "off", third)
+        setups["pin"] = Setup(cluster, "pin", "disaggregated", args.envs, depth, "auto", third)
+        setups["hyb"] = Setup(cluster, "hyb", "hybrid", args.envs, depth, "off", third, gpus=2, actor=True)
+        print(setups["pin"].plan.describe())
+        print(setups["hyb"].plan.describe())
+        for s in setups.values():  # warm up: first calls import torch / build models
+            s.rollout(3, 2)
+        env_solo, inf_solo, inf_half = setups["off"].solo(args.steps)
+        rows: dict[str, list[float]] = {k: [] for k in ("seq", "pipe", "ceil", "pin_pipe", "pin_ceil", "hybrid")}
+        ratios, pin_ratios = [], []
+        for r in range(args.rounds):
+            off, pin = setups["off"], setups["pin"]
+            rows["seq"].append(off.rollout(args.steps, 1)["sps"])
+            rows["pipe"].append(off.rollout(args.steps, 2)["sps"])
+            rows["ceil"].append(off.ceiling(args.steps))
+            rows["pin_pipe"].append(pin.rollout(args.steps, 2)["sps"])
+            rows["pin_ceil"].append(pin.ceiling(args.steps))
+            rows["hybrid"].append(setups["hyb"].hybrid(args.steps, epochs=3))
+            ratios.append(rows["pipe"][-1] / rows["ceil"][-1])
+            pin_ratios.append(rows["pin_pipe"][-1] / rows["pin_ceil"][-1])
+            print(f"round {r}: " + "  ".join(f"{k}={v[-1]:.0f}" for k, v in rows.items()) + " env-steps/s")
+        off = setups["off"]
+        off.trace()  # drop earlier spans; trace one clean pipelined run
+        off.rollout(args.steps, 2)
+        events = off.trace()
+        path = write_chrome_trace(args.trace, events)
+        why = analyse(events)
+    finally:
+        for s in setups.values():
+            s.close()
+        cluster.shutdown()
+
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    speedup, ceiling = med["pipe"] / med["seq"], med["ceil"] / med["seq"]
+    ratio = speedup / ceiling  # = pipelined / ceiling throughput (medians)
+    print(f"\nworkload alone: env step {env_solo:.1f} ms/batch, inference {inf_solo:.1f} ms/batch "
+          f"({inf_half:.1f} ms as 2 half batches); ideal 2-core speedup "
+          f"{(env_solo + inf_solo) / max(env_solo, inf_half):.2f}x")
+    print("median env-steps/s: " + ", ".join(f"{k} {v:.0f}" for k, v in med.items()))
+    print(f"pipelined speedup {speedup:.2f}x, ceiling {ceiling:.2f}x, hybrid {med['hybrid'] / med['seq']:.2f}x "
+          f"(incl. weight sync every {args.steps // 3} steps)")
+    print(f"pinned (affinity=auto): pipelined {med['pin_pipe']:.0f} vs unpinned {med['pipe']:.0f} env-steps/s "
+          f"({med['pin_pipe'] / med['pipe'] - 1:+.1%}); ratio pinned {med['pin_pipe'] / med['pin_ceil']:.2f} "
+          f"vs unpinned {ratio:.2f}")
+    print(f"per-round ratio pipelined/ceiling: {', '.join(f'{x:.2f}' for x in ratios)}; pinned: "
+          f"{', '.join(f'{x:.2f}' for x in pin_ratios)}")
+    print(f"pipelined env worker time (trace {path}): stepping {why['env_busy']:.0%}, waiting for actions "
+          f"{why['env_wait']:.0%}, submitting requests {why['submit']:.0%}, other {why['other']:.0%}; env and policy "
+          f"overlapped "
+          f"{why['overlap']:.0%} of the wall time")
+    print(f"RESULT pipeline_speedup ours={speedup:.2f}x peer={ceiling:.2f}x ratio={ratio:.2f} goal=>=0.9")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
