@@ -9,6 +9,8 @@ envs at the step that ends them, like the MuJoCo envs.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
@@ -58,8 +60,31 @@ class ManiSkillEnv(BatchedEnv):
         images = {"front": (cfg.image_size, cfg.image_size, 3)} if cfg.image_size else {}
         self.obs_spec = ObsSpec((sum(w for _, w in all_fields),), images, all_fields)
 
+    @contextlib.contextmanager
+    def _cpu_threads(self):
+        """One torch thread while a CPU scene steps: its tensors are a few numbers per env, so
+        fanning ops out over cores only adds synchronization (and stalls on a busy machine).
+        Restored afterwards, so the rest of the process keeps its own setting."""
+        if self.cfg.backend != "cpu":
+            yield
+            return
+        before = self._torch.get_num_threads()
+        self._torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            self._torch.set_num_threads(before)
+
     # ------------------------------------------------------------------ API
     def reset(self, seed: int | None = None) -> Obs:
+        with self._cpu_threads():
+            return self._reset(seed)
+
+    def step(self, actions: np.ndarray):
+        with self._cpu_threads():
+            return self._step(actions)
+
+    def _reset(self, seed: int | None) -> Obs:
         if seed is not None:
             self._rngs = [np.random.default_rng([seed, i]) for i in range(self.num_envs)]
         self.steps[:] = 0
@@ -70,7 +95,7 @@ class ManiSkillEnv(BatchedEnv):
             self._last = self._batch(self._envs[0].reset(seed=seeds)[0])
         return self._obs(self._last)
 
-    def step(self, actions: np.ndarray):
+    def _step(self, actions: np.ndarray):
         if self._last is None:
             raise RuntimeError("call reset() before step()")
         a = check_actions(actions, self.action_spec, self.num_envs)
