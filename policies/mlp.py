@@ -125,7 +125,7 @@ class MLPPolicy(BasePolicy):
         if batch.get("raw_actions") is not None:
             out["log_prob"] = dist.log_prob(batch["raw_actions"])
         if self.critic is not None:
-            out["value"] = self.critic(x).squeeze(-1)
+            out["value"] = self.critic(x).sum(-1)  # [B] (not a view: FSDP2 hooks outputs)
         return out
 
     def sample(self, obs: dict, deterministic: bool = False) -> tuple[Tensor, Tensor]:

@@ -1,7 +1,8 @@
 """``TinyVLAModel``: a small vision-language-action transformer, a real ``PreTrainedModel``.
 
 Tokens, in order: per camera 36 patch tokens (a two-conv patchifier at 96 px), the instruction's
-byte tokens, one proprio (state) token, H action-query tokens and a value token. A pre-LN
+byte tokens, one proprio (state) token, H action-query tokens (each plus the proprio embedding) and
+a value token. A pre-LN
 transformer runs over all of them with full (bidirectional) attention; the H action-query outputs
 decode the whole chunk in parallel (OpenVLA-OFT's parallel decoding) to Gaussian means, with a
 learned per-(step, dim) log-std for RL; the value token feeds the critic.
@@ -18,6 +19,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
+from policies.mlp import RunningNorm
 from policies.tiny_vla.configuration_tiny_vla import TinyVLAConfig
 
 
@@ -83,6 +85,10 @@ class TinyVLAPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
+        elif isinstance(module, RunningNorm):
+            module.mean.zero_()
+            module.var.fill_(1.0)
+            module.count.fill_(1e-4)
         elif isinstance(module, PatchEncoder):
             nn.init.normal_(module.pos, std=0.02)
         elif isinstance(module, TinyVLAModel):
@@ -102,6 +108,9 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
         self.camera_emb = nn.Parameter(torch.zeros(max(len(config.cameras), 1), 1, d))
         self.text_emb = nn.Embedding(config.vocab_size, d)
         self.text_pos = nn.Parameter(torch.zeros(1, config.max_text_len, d))
+        # Proprio features differ in scale by 100x (joint angles vs. cm offsets): normalize them with
+        # statistics from the data (persistent buffers, saved with the weights; see update_state_norm).
+        self.state_norm = RunningNorm(config.state_dim) if config.state_dim else None
         self.state_proj = nn.Linear(config.state_dim, d) if config.state_dim else None
         self.action_queries = nn.Parameter(torch.zeros(1, H, d))
         self.value_query = nn.Parameter(torch.zeros(1, 1, d))
@@ -132,11 +141,14 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
             parts.append(self.text_emb(ids) + self.text_pos[:, : ids.shape[1]])
             m = attention_mask[:, : cfg.max_text_len] if attention_mask is not None else torch.ones_like(ids)
             keep.append(m.bool())
-        if self.state_proj is not None:
-            parts.append(self.state_proj(state).unsqueeze(1))
-            keep.append(torch.ones(N, 1, dtype=torch.bool, device=state.device))
         H = cfg.chunk_size
-        parts += [self.action_queries.expand(N, -1, -1), self.value_query.expand(N, -1, -1)]
+        queries = self.action_queries.expand(N, -1, -1)
+        if self.state_proj is not None:
+            s = self.state_proj(self.state_norm(state)).unsqueeze(1)
+            parts.append(s)
+            keep.append(torch.ones(N, 1, dtype=torch.bool, device=state.device))
+            queries = queries + s  # proprio also conditions each action query directly (a short path)
+        parts += [queries, self.value_query.expand(N, -1, -1)]
         keep.append(torch.ones(N, H + 1, dtype=torch.bool, device=parts[-1].device))
         x = torch.cat(parts, dim=1)
         key_mask = torch.cat(keep, dim=1)
@@ -147,7 +159,7 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
         return TinyVLAOutput(
             action_mean=self.action_head(x[:, -H - 1 : -1]),
             action_log_std=self.action_log_std,
-            value=self.value_head(x[:, -1]).squeeze(-1),
+            value=self.value_head(x[:, -1]).sum(-1),  # [N] (sum over the 1 column: not a view, for FSDP2)
         )
 
 

@@ -117,6 +117,11 @@ class TinyVLAPolicy(BasePolicy):
             inputs["input_ids"], inputs["attention_mask"] = self._tokens(instructions, device)
         return inputs
 
+    def update_obs_norm(self, states) -> None:
+        """Fold a batch of states into the model's proprio normalizer (call with demo / rollout states)."""
+        if self.model.state_norm is not None:
+            self.model.state_norm.update(torch.as_tensor(np.asarray(states), dtype=torch.float32))
+
     # ----------------------------------------------------------------- policy
     def distribution(self, obs: dict) -> tuple[ChunkGaussian, Tensor]:
         out = self.model(**self.model_inputs(obs))

@@ -13,7 +13,7 @@ from rlinf_robot.errors import ConfigError
 
 F = TypeVar("F", bound=Callable)
 
-_REGISTRIES: dict[str, dict[str, Callable]] = {"advantage": {}, "loss": {}}
+_REGISTRIES: dict[str, dict[str, Callable]] = {"advantage": {}, "loss": {}, "objective": {}}
 
 
 def _register(kind: str, name: str) -> Callable[[F], F]:
@@ -37,6 +37,12 @@ def register_loss(name: str) -> Callable[[F], F]:
     return _register("loss", name)
 
 
+def register_objective(name: str) -> Callable[[F], F]:
+    """Register ``objective(policy, batch, **cfg) -> (loss, stats)``: a policy's forward pass plus a loss,
+    what a learner (``workers.actor.ActorTrainer``) minimises on each micro-batch."""
+    return _register("objective", name)
+
+
 def _lookup(kind: str, name: str) -> Callable:
     table = _REGISTRIES[kind]
     if name not in table:
@@ -50,6 +56,10 @@ def get_advantage(name: str) -> Callable:
 
 def get_loss(name: str) -> Callable:
     return _lookup("loss", name)
+
+
+def get_objective(name: str) -> Callable:
+    return _lookup("objective", name)
 
 
 def get(name: str) -> Callable:

@@ -21,16 +21,26 @@ from rlinf_robot.workers.sim_env import action_spec_from_dict
 
 
 class RolloutWorker(Worker):
-    def __init__(self, action_spec: dict[str, Any], state_dim: int, policy: str = "mlp",
-                 policy_kwargs: dict[str, Any] | None = None, seed: int = 0):
+    def __init__(
+        self,
+        action_spec: dict[str, Any],
+        state_dim: int,
+        policy: str = "mlp",
+        policy_kwargs: dict[str, Any] | None = None,
+        seed: int = 0,
+    ):
         super().__init__()
         import torch
 
         import policies
 
         torch.manual_seed(int(seed))  # same initial weights on every rank (version -1)
-        self.policy = policies.make(policy, action_spec=action_spec_from_dict(action_spec),
-                                    state_dim=int(state_dim), **dict(policy_kwargs or {}))
+        self.policy = policies.make(
+            policy,
+            action_spec=action_spec_from_dict(action_spec),
+            state_dim=int(state_dim),
+            **dict(policy_kwargs or {}),
+        )
         self.policy.to(self.device).eval()
         self.register_offload(policy=self.policy)
         self._torch = torch
@@ -55,8 +65,14 @@ class RolloutWorker(Worker):
         """The inference workload alone: ``num_calls`` batches, each cut into ``stages`` parts
         (for the parallel-ceiling measurement; no env, no waiting)."""
         n = len(obs["state"])
-        parts = [{"state": obs["state"][a:b], "images": {c: v[a:b] for c, v in (obs.get("images") or {}).items()},
-                  "instruction": list(obs.get("instruction", []))[a:b]} for a, b in stage_bounds(n, stages)]
+        parts = [
+            {
+                "state": obs["state"][a:b],
+                "images": {c: v[a:b] for c, v in (obs.get("images") or {}).items()},
+                "instruction": list(obs.get("instruction", []))[a:b],
+            }
+            for a, b in stage_bounds(n, stages)
+        ]
         t0 = time.time()
         with self._torch.inference_mode():
             for _ in range(num_calls):
@@ -66,8 +82,13 @@ class RolloutWorker(Worker):
 
     def state_checksum(self) -> float:
         """Sum of all weights (a cheap way for tests to see that a sync or onload landed)."""
-        return float(sum(p.detach().double().sum().item() for p in self.policy.state_dict().values()
-                         if p.is_floating_point()))
+        return float(
+            sum(
+                p.detach().double().sum().item()
+                for p in self.policy.state_dict().values()
+                if p.is_floating_point()
+            )
+        )
 
     def numpy_state(self) -> dict[str, np.ndarray]:
         return {k: v.detach().cpu().numpy().copy() for k, v in self.policy.state_dict().items()}

@@ -24,25 +24,45 @@ from rlinf_robot.scheduler.worker import Worker
 
 def action_spec_to_dict(spec: Any) -> dict[str, Any]:
     """An ``ActionSpec`` as plain data (for the rollout worker to rebuild)."""
-    return {"mode": spec.mode, "shape": list(spec.shape), "low": spec.low.tolist(), "high": spec.high.tolist(),
-            "control_hz": float(spec.control_hz), "gripper": bool(spec.gripper)}
+    return {
+        "mode": spec.mode,
+        "shape": list(spec.shape),
+        "low": spec.low.tolist(),
+        "high": spec.high.tolist(),
+        "control_hz": float(spec.control_hz),
+        "gripper": bool(spec.gripper),
+    }
 
 
 def action_spec_from_dict(d: dict[str, Any]) -> Any:
     from rlinf_robot.envs.spec import ActionSpec
 
-    return ActionSpec(mode=d["mode"], shape=tuple(d["shape"]), low=np.asarray(d["low"], np.float32),
-                      high=np.asarray(d["high"], np.float32), control_hz=d["control_hz"], gripper=d["gripper"])
+    return ActionSpec(
+        mode=d["mode"],
+        shape=tuple(d["shape"]),
+        low=np.asarray(d["low"], np.float32),
+        high=np.asarray(d["high"], np.float32),
+        control_hz=d["control_hz"],
+        gripper=d["gripper"],
+    )
 
 
 class SimEnvWorker(Worker):
-    def __init__(self, env: str, num_envs: int, env_kwargs: dict[str, Any] | None = None,
-                 num_shards: int = 2, seed: int = 0):
+    def __init__(
+        self,
+        env: str,
+        num_envs: int,
+        env_kwargs: dict[str, Any] | None = None,
+        num_shards: int = 2,
+        seed: int = 0,
+    ):
         super().__init__()
         import sim
 
         if num_shards < 1 or num_envs % num_shards:
-            raise ConfigError(f"num_envs ({num_envs}) must be a positive multiple of num_shards ({num_shards})")
+            raise ConfigError(
+                f"num_envs ({num_envs}) must be a positive multiple of num_shards ({num_shards})"
+            )
         self.env_name = env
         self.num_envs = int(num_envs)
         per = self.num_envs // num_shards
@@ -53,9 +73,13 @@ class SimEnvWorker(Worker):
     # ---------------------------------------------------------------- description
     def env_spec(self) -> dict[str, Any]:
         e = self.shards[0]
-        return {"env": self.env_name, "num_envs": self.num_envs, "num_shards": len(self.shards),
-                "action_spec": action_spec_to_dict(e.action_spec),
-                "state_dim": int(np.prod(e.obs_spec.state_shape))}
+        return {
+            "env": self.env_name,
+            "num_envs": self.num_envs,
+            "num_shards": len(self.shards),
+            "action_spec": action_spec_to_dict(e.action_spec),
+            "state_dim": int(np.prod(e.obs_spec.state_shape)),
+        }
 
     def reset(self) -> dict[str, Any]:
         """Reset every shard with its fixed seed; returns the whole batch's first observation."""
@@ -63,8 +87,16 @@ class SimEnvWorker(Worker):
         return concat_obs(self._obs)
 
     # ---------------------------------------------------------------- rollouts
-    def rollout(self, policy: Any, num_steps: int, stages: int = 1, collect: bool = False,
-                deterministic: bool = True, reset: bool = True, timeout_s: float = 120.0) -> dict[str, Any]:
+    def rollout(
+        self,
+        policy: Any,
+        num_steps: int,
+        stages: int = 1,
+        collect: bool = False,
+        deterministic: bool = True,
+        reset: bool = True,
+        timeout_s: float = 120.0,
+    ) -> dict[str, Any]:
         """Run ``num_steps`` steps of every env, asking ``policy`` (a RolloutWorker actor handle) for
         actions, with the batch cut into ``stages`` pipelined micro-batches.
 
@@ -95,7 +127,7 @@ class SimEnvWorker(Worker):
             actions, offset = out["actions"], 0
             for k in range(lo, hi):
                 env = self.shards[k]
-                a = actions[offset:offset + env.num_envs]
+                a = actions[offset : offset + env.num_envs]
                 offset += env.num_envs
                 obs, r, *_ = env.step(a[:, 0]) if a.shape[1] == 1 else env.chunk_step(a)
                 self._obs[k] = obs
@@ -109,8 +141,11 @@ class SimEnvWorker(Worker):
         t0 = time.perf_counter()
         run_pipeline(first, num_steps, submit, collect_actions, step, self.timeline)
         seconds = time.perf_counter() - t0
-        out: dict[str, Any] = {"env_steps": num_steps * self.num_envs, "seconds": seconds,
-                               "versions": versions}
+        out: dict[str, Any] = {
+            "env_steps": num_steps * self.num_envs,
+            "seconds": seconds,
+            "versions": versions,
+        }
         if collect:
             out["states"] = np.concatenate([np.stack(s) for s in states], axis=1)
             out["actions"] = np.concatenate([np.stack(a) for a in acts], axis=1)

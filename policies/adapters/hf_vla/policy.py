@@ -202,7 +202,7 @@ class HFVLAPolicy(BasePolicy):
     def _value(self, h: Tensor, mask: Tensor) -> Tensor:
         m = mask[:, : h.shape[1]].unsqueeze(-1).to(h.dtype)
         pooled = (h * m).sum(1) / m.sum(1).clamp_min(1.0)
-        return self.value_head(pooled.float()).squeeze(-1)
+        return self.value_head(pooled.float()).sum(-1)
 
     # ---------------------------------------------------------- continuous head
     def _continuous(self, obs: dict) -> tuple[ChunkGaussian, Tensor]:

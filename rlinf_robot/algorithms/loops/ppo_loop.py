@@ -44,6 +44,7 @@ class PPOConfig:
     target_kl: float | None = 0.02
     norm_adv: bool = True
     anneal_lr: bool = False
+    update_obs_norm: bool = True  # False when fine-tuning a policy whose normalizer came with it
 
     def __post_init__(self):
         for key in ("num_steps", "epochs", "minibatch_size"):
@@ -199,7 +200,7 @@ def train_ppo(
         rollout, obs = collect_rollout(env, policy, obs, cfg.num_steps, tracker, cfg.gamma)
         steps += cfg.num_steps * env.num_envs * policy.chunk_size
         stats = ppo_update(policy, optimizer, rollout, cfg, gen)
-        if hasattr(policy, "update_obs_norm"):
+        if cfg.update_obs_norm and hasattr(policy, "update_obs_norm"):
             policy.update_obs_norm(rollout.obs["state"])
         it += 1
         if eval_fn is not None and it % eval_every == 0:

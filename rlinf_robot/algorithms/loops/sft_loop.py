@@ -80,6 +80,7 @@ def collect_demos(
         same[valid] = ep_id[src[valid]] == ep_id[valid]
         chunks[valid, :, h] = A[src[valid]]
         mask[:, :, h] = same
+    chunks[~mask] = 0.0  # steps past the episode's end: masked, and never another episode's actions
     flat = flatten_obs(stack_obs(obs_list))
     idx = torch.as_tensor(np.flatnonzero(keep.reshape(-1)))
     return DemoSet(
@@ -106,6 +107,8 @@ def train_sft(
     """Minibatch behaviour cloning; returns the per-epoch mean loss."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if hasattr(policy, "update_obs_norm"):  # state statistics come from the demonstrations
+        policy.update_obs_norm(demos.obs["state"])
     target = policy.normalize_actions(demos.actions)
     losses = []
     for epoch in range(cfg.epochs):

@@ -1,0 +1,87 @@
+"""Objectives: a policy's forward pass on a (micro-)batch plus one of the losses, by name.
+
+A learner that only knows ``objective(policy, batch) -> (loss, stats)`` can train any algorithm;
+batch keys are the rollout's (``obs``, ``raw_actions``, ``log_prob``, ``advantages``, ...). Advantages
+arrive already normalized over the whole global batch, so splitting a batch across ranks or
+micro-batches never changes the result.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from rlinf_robot.algorithms.grpo import grpo_loss
+from rlinf_robot.algorithms.offpolicy import decoupled_ppo_loss
+from rlinf_robot.algorithms.ppo import ppo_loss
+from rlinf_robot.algorithms.registry import register_objective
+from rlinf_robot.algorithms.sft import bc_loss, bc_nll_loss
+
+
+@register_objective("ppo")
+def ppo_objective(
+    policy,
+    batch: dict,
+    clip: float = 0.2,
+    vf_coef: float = 0.5,
+    ent_coef: float = 0.0,
+    value_clip: float | None = None,
+) -> tuple[Tensor, dict]:
+    out = policy({"obs": batch["obs"], "raw_actions": batch["raw_actions"]})
+    return ppo_loss(
+        out["log_prob"],
+        batch["log_prob"],
+        batch["advantages"],
+        out["value"],
+        batch["returns"],
+        out["entropy"],
+        clip=clip,
+        old_value=batch.get("value"),
+        value_clip=value_clip,
+        vf_coef=vf_coef,
+        ent_coef=ent_coef,
+    )
+
+
+@register_objective("grpo")
+def grpo_objective(policy, batch: dict, clip: float = 0.2, kl_coef: float = 0.0) -> tuple[Tensor, dict]:
+    out = policy({"obs": batch["obs"], "raw_actions": batch["raw_actions"]})
+    return grpo_loss(
+        out["log_prob"],
+        batch["log_prob"],
+        batch["advantages"],
+        clip=clip,
+        ref_log_prob=batch.get("ref_log_prob"),
+        kl_coef=kl_coef,
+        mask=batch.get("mask"),
+    )
+
+
+@register_objective("decoupled_ppo")
+def decoupled_ppo_objective(
+    policy, batch: dict, clip: float = 0.2, rho_max: float = 1.0
+) -> tuple[Tensor, dict]:
+    """Stale rollouts: ``behaviour_log_prob`` from the (older) policy version that acted,
+    ``proximal_log_prob`` from the learner's weights when the batch arrived."""
+    out = policy({"obs": batch["obs"], "raw_actions": batch["raw_actions"]})
+    return decoupled_ppo_loss(
+        out["log_prob"],
+        batch["proximal_log_prob"],
+        batch["behaviour_log_prob"],
+        batch["advantages"],
+        clip=clip,
+        rho_max=rho_max,
+        mask=batch.get("mask"),
+    )
+
+
+@register_objective("sft")
+def sft_objective(policy, batch: dict, kind: str = "l1") -> tuple[Tensor, dict]:
+    """Behaviour cloning on expert chunks in env units (``actions`` [B, H, A], optional ``mask``)."""
+    target = policy.normalize_actions(batch["actions"])
+    if kind == "nll":
+        loss = bc_nll_loss(
+            policy({"obs": batch["obs"], "raw_actions": policy.raw_from_normalized(target)})["log_prob"]
+        )
+    else:
+        loss = bc_loss(policy({"obs": batch["obs"]})["mean"], target, batch.get("mask"), kind)
+    return loss, {"sft_loss": loss.detach()}

@@ -1,0 +1,394 @@
+"""The learner: ``ActorTrainer`` (one training step under torch.distributed) and ``ActorWorker``
+(the same trainer as a scheduler ``Worker``, one Ray actor per rank).
+
+Each rank holds a full copy of the policy before wrapping (same seed everywhere), then:
+  ``fsdp``  FSDP2 ``fully_shard`` (each transformer block from ``_no_split_modules``, then the root);
+  ``ddp``   replicas + one flat gradient all-reduce per step;   ``none``  a single process.
+A step takes this rank's shard of the global batch, splits it into micro-batches, accumulates
+gradients with the collective sync only on the last micro-batch, clips and steps. Every micro-batch
+loss is weighted by its share of the shard, so N ranks x M micro-batches give the gradient of the
+global-batch mean: the 2-rank result equals the 1-rank one on the same global batch.
+
+Checkpoints are pickle-free: ``model.safetensors`` and ``optimizer.safetensors`` (full, unsharded
+tensors, so any world size can resume) plus ``trainer.json`` (step, optimizer hyper-parameters).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+from rlinf_robot.errors import ConfigError
+from rlinf_robot.scheduler.worker import Worker
+
+STRATEGIES = ("auto", "fsdp", "ddp", "none")
+
+
+@dataclass
+class TrainerConfig:
+    lr: float = 3e-4
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = 1.0
+    micro_batch_size: int | None = None  # None: the whole shard at once
+    strategy: str = "auto"  # auto: fsdp when world_size > 1, else none
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"trainer.strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ConfigError(f"trainer.micro_batch_size must be >= 1, got {self.micro_batch_size}")
+        if not self.lr > 0:
+            raise ConfigError(f"trainer.lr must be > 0, got {self.lr}")
+
+
+# ------------------------------------------------------------------ batches
+def batch_len(batch: dict) -> int:
+    for v in batch.values():
+        if isinstance(v, dict):
+            return batch_len(v)
+        if isinstance(v, (Tensor, list)) and len(v):
+            return len(v)
+    raise ValueError("batch has no non-empty field to take its length from")
+
+
+def slice_batch(batch: Any, sl: slice) -> Any:
+    """Rows ``sl`` of every tensor / list in a (nested) batch; other values pass through."""
+    if isinstance(batch, dict):
+        return {k: slice_batch(v, sl) for k, v in batch.items()}
+    if isinstance(batch, (Tensor, list)) and len(batch):
+        return batch[sl]
+    return batch
+
+
+def shard_batch(batch: dict, rank: int, world_size: int) -> dict:
+    """This rank's equal share of a global batch (its size must divide by the world size)."""
+    B = batch_len(batch)
+    if B % world_size:
+        raise ValueError(f"global batch {B} does not split evenly over {world_size} ranks")
+    n = B // world_size
+    return slice_batch(batch, slice(rank * n, (rank + 1) * n))
+
+
+# ------------------------------------------------------------------ wrapping
+def _no_split_classes(module: nn.Module) -> set[str]:
+    names: set[str] = set()
+    for m in module.modules():
+        names |= set(getattr(m, "_no_split_modules", None) or ())
+    return names
+
+
+def _wrap_fsdp(policy: nn.Module, device: str) -> nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    blocks = _no_split_classes(policy)
+    for m in list(policy.modules()):
+        if m is not policy and type(m).__name__ in blocks:
+            fully_shard(m, mesh=mesh)
+    fully_shard(policy, mesh=mesh)
+    return policy
+
+
+def _wrap_ddp(policy: nn.Module, device: str) -> nn.Module:
+    """Replicated data parallel: parameters broadcast from rank 0 once; gradients are averaged by one
+    flat all-reduce after accumulation (``_allreduce_grads``). torch's DDP wrapper is not used because
+    it needs every tensor ``forward`` returns to feed the loss, and a policy returns mean, log-prob,
+    entropy and value whether the objective uses them or not."""
+    with torch.no_grad():
+        for t in [*policy.parameters(), *policy.buffers()]:
+            dist.broadcast(t, src=0)
+    return policy
+
+
+def _allreduce_grads(params: list[nn.Parameter], world_size: int) -> None:
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    grads = []
+    for p in params:
+        if p.grad is None:  # unused by this objective on this step: a zero gradient everywhere
+            p.grad = torch.zeros_like(p)
+        grads.append(p.grad)
+    flat = _flatten_dense_tensors(grads)
+    dist.all_reduce(flat)
+    flat /= world_size
+    for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
+        g.copy_(synced)
+
+
+class _PolicyView:
+    """What an objective sees: calling it runs the (wrapped) module, so gradients sync; attributes
+    (``normalize_actions``, ``raw_from_normalized``, ...) come from the policy itself."""
+
+    def __init__(self, wrapped: nn.Module, policy: nn.Module):
+        self._wrapped, self._policy = wrapped, policy
+
+    def __call__(self, *args, **kwargs):
+        return self._wrapped(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._policy, name)
+
+
+# ------------------------------------------------------------------ trainer
+class ActorTrainer:
+    """``trainer.train_step(shard)`` minimises ``objective(policy, micro_batch, **objective_cfg)``."""
+
+    def __init__(
+        self,
+        policy: nn.Module,
+        objective: str | Callable,
+        cfg: TrainerConfig | None = None,
+        objective_cfg: dict | None = None,
+        device: str = "cpu",
+    ):
+        from rlinf_robot.algorithms import get_objective
+
+        self.cfg = cfg or TrainerConfig()
+        self.objective = get_objective(objective) if isinstance(objective, str) else objective
+        self.objective_cfg = dict(objective_cfg or {})
+        self.distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        self.rank = dist.get_rank() if self.distributed else 0
+        self.world_size = dist.get_world_size() if self.distributed else 1
+        strategy = self.cfg.strategy
+        if strategy == "auto":
+            strategy = "fsdp" if self.distributed else "none"
+        if strategy != "none" and not self.distributed:
+            raise ConfigError(f"trainer.strategy={strategy!r} needs an initialized process group of > 1 rank")
+        self.strategy = strategy
+        self.policy = policy.to(device)
+        self.module = {"fsdp": _wrap_fsdp, "ddp": _wrap_ddp}.get(strategy, lambda m, d: m)(
+            self.policy, device
+        )
+        self.view = _PolicyView(self.module, self.policy)
+        self._params = [p for p in self.module.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self._params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        self.step = 0
+
+    def _sync_context(self, sync: bool):
+        """FSDP2 reduce-scatters only on the last micro-batch; replicated DDP syncs after the loop."""
+        if self.strategy == "fsdp":
+            self.module.set_requires_gradient_sync(sync)
+        return contextlib.nullcontext()
+
+    def train_step(self, shard: dict) -> dict[str, float]:
+        """One optimizer step on this rank's shard (the same size on every rank)."""
+        self.module.train()
+        B = batch_len(shard)
+        mb = self.cfg.micro_batch_size or B
+        n_micro = math.ceil(B / mb)
+        totals: dict[str, float] = {}
+        for i in range(n_micro):
+            sl = slice(i * mb, min((i + 1) * mb, B))
+            weight = (sl.stop - sl.start) / B
+            with self._sync_context(sync=i == n_micro - 1):
+                loss, stats = self.objective(self.view, slice_batch(shard, sl), **self.objective_cfg)
+                (loss * weight).backward()
+            for k, v in {"loss": loss, **stats}.items():
+                totals[k] = totals.get(k, 0.0) + weight * float(v.detach() if isinstance(v, Tensor) else v)
+        if self.strategy == "ddp":
+            _allreduce_grads(self._params, self.world_size)
+        if self.cfg.max_grad_norm is not None:
+            norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.cfg.max_grad_norm)
+            totals["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        if self.distributed:  # report the global mean, not rank 0's shard
+            keys = sorted(k for k in totals if k != "grad_norm")
+            vec = torch.tensor([totals[k] for k in keys], dtype=torch.float64)
+            dist.all_reduce(vec)
+            totals.update({k: float(v) / self.world_size for k, v in zip(keys, vec, strict=True)})
+        totals["step"] = self.step
+        return totals
+
+    # -------------------------------------------------------------- checkpoints
+    def full_state(self) -> tuple[dict[str, Tensor], dict]:
+        """Unsharded model and optimizer state dicts on CPU (a collective under FSDP)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_state_dict(self.module, self.optimizer, options=opts)
+
+    def save_checkpoint(self, path: str | Path) -> None:
+        """Every rank calls it; rank 0 writes. Atomic: files go to ``path.tmp`` then rename."""
+        from safetensors.torch import save_file
+
+        model_sd, optim_sd = self.full_state()
+        path = Path(path)
+        if self.rank == 0:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.mkdir(parents=True, exist_ok=True)
+            save_file({k: v.contiguous() for k, v in model_sd.items()}, str(tmp / "model.safetensors"))
+            tensors, groups = _flatten_optimizer(optim_sd)
+            save_file(tensors, str(tmp / "optimizer.safetensors"))
+            meta = {
+                "format": 1,
+                "step": self.step,
+                "param_groups": groups,
+                "world_size": self.world_size,
+                "strategy": self.strategy,
+            }
+            (tmp / "trainer.json").write_text(json.dumps(meta, indent=2))
+            if path.exists():
+                for f in path.iterdir():
+                    f.unlink()
+                path.rmdir()
+            tmp.rename(path)
+        if self.distributed:
+            dist.barrier()
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Every rank reads the full state and keeps its shard (any saved world size works)."""
+        from safetensors.torch import load_file
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        path = Path(path)
+        meta = json.loads((path / "trainer.json").read_text())
+        model_sd = load_file(str(path / "model.safetensors"))
+        optim_sd = _unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), meta["param_groups"])
+        set_state_dict(
+            self.module,
+            self.optimizer,
+            model_state_dict=model_sd,
+            optim_state_dict=optim_sd,
+            options=StateDictOptions(full_state_dict=True),
+        )
+        self.step = int(meta["step"])
+
+
+def _flatten_optimizer(optim_sd: dict) -> tuple[dict[str, Tensor], list[dict]]:
+    """``{"state": {fqn: {k: v}}, "param_groups": [...]}`` -> (tensors "state/<fqn>/<k>", JSON groups)."""
+    tensors = {}
+    for fqn, st in optim_sd["state"].items():
+        for k, v in st.items():
+            tensors[f"state/{fqn}/{k}"] = torch.as_tensor(v).detach().cpu().contiguous()
+    groups = [
+        {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in optim_sd["param_groups"]
+    ]
+    return tensors, groups
+
+
+def _unflatten_optimizer(tensors: dict[str, Tensor], groups: list[dict]) -> dict:
+    state: dict[str, dict[str, Tensor]] = {}
+    for key, v in tensors.items():
+        _, rest = key.split("/", 1)
+        fqn, k = rest.rsplit("/", 1)
+        state.setdefault(fqn, {})[k] = v
+    groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in groups]
+    return {"state": state, "param_groups": groups}
+
+
+# ------------------------------------------------------------------ Ray worker
+class _FullWeights:
+    """What weight sync reads on rank 0: the unsharded weights gathered by ``gather_weights``."""
+
+    def __init__(self, trainer: ActorTrainer):
+        self.trainer = trainer
+        self.cached: dict[str, Tensor] | None = None
+
+    def state_dict(self) -> dict[str, Tensor]:
+        if self.trainer.strategy == "fsdp":
+            if self.cached is None:
+                raise RuntimeError("call gather_weights() on every actor rank before publishing FSDP weights")
+            return self.cached
+        return self.trainer.policy.state_dict()
+
+
+class ActorWorker(Worker):
+    """An ``ActorTrainer`` per rank of a scheduler ``WorkerGroup``; the group is one torch.distributed job.
+
+    ``policy`` / ``objective`` are registry names. The group's rendezvous address is only known after
+    every rank is up, so the trainer is built by ``setup()`` (call it on the whole group once; the
+    first ``train_step`` does it otherwise). Every rank seeds torch with ``seed`` first, so the full
+    copies are identical before sharding. The driver sends the *global* batch (one ``ray.put``);
+    each rank trains on its own shard.
+    """
+
+    def __init__(
+        self,
+        policy: str,
+        policy_cfg: dict,
+        objective: str,
+        objective_cfg: dict | None = None,
+        trainer: dict | None = None,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self._spec = (
+            policy,
+            dict(policy_cfg),
+            objective,
+            dict(objective_cfg or {}),
+            dict(trainer or {}),
+            seed,
+        )
+        self.trainer: ActorTrainer | None = None
+        self._weights: _FullWeights | None = None
+
+    def setup(self) -> dict[str, Any]:
+        """Join the group's process group and build policy, wrapper and optimizer (collective)."""
+        if self.trainer is None:
+            import policies
+            from rlinf_robot.workers.distributed import init_from_env
+
+            name, policy_cfg, objective, objective_cfg, trainer_cfg, seed = self._spec
+            init_from_env()
+            torch.manual_seed(seed)
+            self.trainer = ActorTrainer(
+                policies.make(name, **policy_cfg),
+                objective,
+                TrainerConfig(**trainer_cfg),
+                objective_cfg,
+                device=self.device,
+            )
+            self._weights = _FullWeights(self.trainer)
+            if self.trainer.strategy != "fsdp":  # DTensor shards are not moved by the generic offload hook
+                self.register_offload(model=self.trainer.policy, optim=self.trainer.optimizer)
+        t = self.trainer
+        return {"rank": t.rank, "world_size": t.world_size, "strategy": t.strategy, "step": t.step}
+
+    def train_step(self, global_batch: dict) -> dict[str, float]:
+        self.setup()
+        with self.timeline.span("train_step"):
+            shard = shard_batch(global_batch, self.trainer.rank, self.trainer.world_size)
+            return self.trainer.train_step(shard)
+
+    def save_checkpoint(self, path: str) -> None:
+        self.setup()
+        self.trainer.save_checkpoint(path)
+
+    def load_checkpoint(self, path: str) -> int:
+        self.setup()
+        self.trainer.load_checkpoint(path)
+        return self.trainer.step
+
+    def gather_weights(self) -> int:
+        """Collective: refresh the unsharded copy that ``publish_weights`` sends (FSDP)."""
+        self.setup()
+        if self.trainer.strategy == "fsdp":
+            self._weights.cached = self.trainer.full_state()[0]
+        return self.trainer.step
+
+    def full_state_dict(self) -> dict[str, Tensor]:
+        """Collective: the unsharded model weights (every rank returns them)."""
+        self.setup()
+        return self.trainer.full_state()[0]
+
+    def weights_module(self) -> _FullWeights:
+        self.setup()
+        return self._weights
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        super().close()

@@ -1,0 +1,145 @@
+"""The training loops on a tiny numpy env (fast): they learn, chunk, record and batch correctly."""
+
+import numpy as np
+import pytest
+import torch
+
+import policies
+from rlinf_robot.algorithms.buffers import ReplayBuffer
+from rlinf_robot.algorithms.loops.evaluate import evaluate
+from rlinf_robot.algorithms.loops.grpo_loop import GRPOConfig, collect_groups
+from rlinf_robot.algorithms.loops.ppo_loop import PPOConfig, train_ppo
+from rlinf_robot.algorithms.loops.rollout import (
+    EpisodeTracker,
+    episode_success,
+    flatten_obs,
+    stack_obs,
+    take_obs,
+)
+from rlinf_robot.algorithms.loops.sac_loop import SACConfig, train_sac
+from rlinf_robot.algorithms.loops.sft_loop import SFTConfig, collect_demos, train_sft
+from rlinf_robot.errors import ConfigError
+from tests.algorithms.point_env import PointReachEnv
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+def test_obs_stacking_and_indexing():
+    env = PointReachEnv(3, image_size=8)
+    o1, o2 = env.reset(seed=0), env.step(np.zeros((3, 6), np.float32))[0]
+    flat = flatten_obs(stack_obs([o1, o2]))
+    assert flat["state"].shape == (6, 6) and flat["images"]["front"].shape == (6, 8, 8, 3)
+    sub = take_obs(flat, torch.tensor([4, 0]))
+    np.testing.assert_array_equal(sub["state"].numpy(), np.stack([o2["state"][1], o1["state"][0]]))
+    assert sub["instruction"] == ["reach the goal"] * 2
+
+
+def test_episode_success_of_a_chunk_uses_the_step_that_ended_it():
+    term = np.array([True, False])
+    info = {
+        "steps": [
+            {"success": np.array([False, False])},
+            {"success": np.array([True, False])},
+            {"success": np.array([False, True])},
+        ]
+    }
+    assert episode_success(info, term, ~term).tolist() == [True, True]
+    tracker = EpisodeTracker(2)
+    tracker.update(np.array([1.0, 2.0]), np.array([False, True]), np.array([False, True]))
+    tracker.update(np.array([1.0, 2.0]), np.array([True, False]), np.array([False, False]))
+    assert tracker.finished == [(2.0, 1, True), (2.0, 2, False)]
+    assert tracker.success_rate() == 0.5
+
+
+def test_demo_chunks_stay_inside_their_episode():
+    env = PointReachEnv(2, max_steps=5)
+    demos = collect_demos(
+        env, lambda o: env.expert_actions(), num_steps=12, chunk_size=3, only_successful=False
+    )
+    # a chunk's actions are masked past its episode's end; the first step of a chunk is always valid
+    assert demos.mask[:, 0].all()
+    assert demos.actions.shape[1:] == (3, 6) and len(demos) == demos.obs["state"].shape[0]
+    assert (~demos.mask).any()
+    np.testing.assert_array_equal(demos.actions[~demos.mask].numpy(), 0.0)
+
+
+def test_ppo_learns_point_reach():
+    env = PointReachEnv(16, seed=0)
+    pol = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec)
+    res = train_ppo(
+        env,
+        pol,
+        PPOConfig(num_steps=32, minibatch_size=128),
+        max_env_steps=60_000,
+        seed=0,
+        target_success=0.95,
+        window=64,
+    )
+    assert res.reached, res.history[-1]
+    assert evaluate(PointReachEnv(16, seed=7), pol, 64) >= 0.95
+
+
+def test_ppo_with_action_chunks_learns_point_reach():
+    env = PointReachEnv(16, seed=0)
+    pol = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, chunk_size=2)
+    res = train_ppo(
+        env,
+        pol,
+        PPOConfig(num_steps=16, minibatch_size=128),
+        max_env_steps=80_000,
+        seed=0,
+        target_success=0.9,
+        window=64,
+    )
+    assert res.reached, res.history[-1]
+
+
+def test_rlpd_with_demos_learns_faster_than_it_could_explore():
+    """RLPD: half of every batch from expert demos -> success within a few hundred env steps."""
+    env = PointReachEnv(4, seed=0)
+    demo_env = PointReachEnv(8, seed=1)
+    demos = collect_demos(demo_env, lambda o: demo_env.expert_actions(), 40, chunk_size=1)
+    pol = policies.make(
+        "mlp",
+        action_spec=env.action_spec,
+        obs_spec=env.obs_spec,
+        squash=True,
+        obs_norm=False,
+        value_head=False,
+        hidden=(64, 64),
+        activation="relu",
+    )
+    buf = ReplayBuffer(10_000)
+    a = pol.normalize_actions(demos.actions).flatten(1).clamp(-0.999, 0.999)
+    s = demos.obs["state"]
+    # next states of demo transitions: the point moves by the action (state = 10 * [pos, goal - pos])
+    d = torch.cat([demos.actions[:, 0, :3], -demos.actions[:, 0, :3]], 1) * 10.0
+    buf.add(state=s, action=a, reward=torch.zeros(len(s)), next_state=s + d, done=torch.zeros(len(s)))
+    cfg = SACConfig.rlpd(num_critics=4, critic_hidden=(64, 64), batch_size=64, utd=1.0, lr=1e-3)
+    res = train_sac(env, pol, cfg, max_env_steps=3000, seed=0, demos=buf, target_success=0.9, window=16)
+    assert res.reached, res.history[-1]
+
+
+def test_sft_then_grpo_groups_share_starts():
+    env = PointReachEnv(4, seed=0)
+    pol = policies.make(
+        "mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, chunk_size=2, obs_norm=False
+    )
+    demos = collect_demos(env, lambda o: env.expert_actions(), 30, chunk_size=2)
+    losses = train_sft(pol, demos, SFTConfig(epochs=5, batch_size=32))
+    assert losses[-1] < losses[0]
+    batch = collect_groups(env, pol, seed=3, cfg=GRPOConfig(group_size=3, max_decisions=5))
+    # every repeat starts from the same 4 goals: the first decision's observations repeat G times
+    first = batch.obs["state"].view(-1, 4, 6)
+    assert torch.equal(first[0], first[5]) and torch.equal(first[0], first[10])
+    assert batch.advantages.shape == batch.log_prob.shape == batch.mask.shape
+
+
+def test_loop_config_errors():
+    with pytest.raises(ConfigError, match="num_min"):
+        SACConfig(num_critics=2, num_min=3)
+    with pytest.raises(ConfigError, match="num_steps"):
+        PPOConfig(num_steps=0)
