@@ -135,7 +135,7 @@ def plan_eye_to_hand(
     camera_matrix: np.ndarray,
     image_size: tuple[int, int],
     start: np.ndarray,
-    workspace_target: Sequence[float] = (0.5, 0.0, 0.35),
+    workspace_target: Sequence[float] = (0.5, 0.0, 0.3),
     n_poses: int = 20,
     spread: float = 0.12,
     max_tilt_deg: float = 35.0,

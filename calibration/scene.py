@@ -81,10 +81,11 @@ DEFAULT_BOARD_IN_BASE = pose(np.diag([1.0, -1.0, -1.0]), (0.55 - 0.14, 0.10, 0.0
 #: Wrist camera: beside the hand, 6 cm off the TCP axis and 9 cm behind the fingertips, rotated
 #: 90 deg about the axis and tilted 8 deg towards it - an arbitrary but realistic mount.
 DEFAULT_CAM_IN_TCP = pose(rot([0, 0, 1], 90) @ rot([1, 0, 0], -8), (0.06, 0.01, -0.09))
-#: Fixed camera: 0.6 m from the workspace centre, in front of the robot and 0.5 m up.
-DEFAULT_CAM_IN_BASE = look_at((1.0, 0.3, 0.5), (0.5, 0.0, 0.35))
-#: Board held by the hand for eye-to-hand: 0.07 m past the TCP, tilted 20 deg, facing away from it.
-DEFAULT_BOARD_IN_TCP = pose(rot([0, 1, 0], 180) @ rot([1, 0, 0], 20), (0.14, -0.10, 0.07))
+#: Fixed camera: above and in front of the workspace, 0.65 m from its centre, looking down at it.
+DEFAULT_CAM_IN_BASE = look_at((0.85, 0.3, 0.75), (0.5, 0.0, 0.3))
+#: Board held by the hand for eye-to-hand: a plate at the fingertips, facing back along the TCP
+#: axis (up when the gripper points down), tilted 15 deg.
+DEFAULT_BOARD_IN_TCP = pose(rot([1, 0, 0], 15), (-0.14, -0.10, 0.02))
 
 
 class CalibrationScene:

@@ -17,6 +17,7 @@ class RenderedSet:
     tcp_in_base: list[np.ndarray]  # empty for intrinsics sets
     truth: np.ndarray  # K (intrinsics) or the true hand-eye transform
     rejected_poses: int = 0
+    joints: list[np.ndarray] | None = None  # the pose plan (hand-eye sets)
 
 
 def distort(image: np.ndarray, camera_matrix: np.ndarray, dist_coeffs: np.ndarray) -> np.ndarray:
@@ -71,4 +72,4 @@ def handeye_set(scene: CalibrationScene, start: np.ndarray, n_poses: int | None 
         scene.set_joints(q)
         images.append(scene.render(camera, noise_std=noise_std, rng=rng))
         say(f"render [{i + 1}/{len(plan)}] q={np.round(q, 2).tolist()}")
-    return RenderedSet(images, list(plan.tcp), truth, plan.rejected)
+    return RenderedSet(images, list(plan.tcp), truth, plan.rejected, list(plan.joints))

@@ -189,3 +189,30 @@ class CalibrationStore:
                 "calibration check failed: " + "; ".join(problems) + " (run `rlinf-robot calibrate ...` or pass --force)"
             )
         return ids
+
+
+def status_lines(store: CalibrationStore, now: datetime | None = None) -> list[tuple[bool, str, str]]:
+    """(ok, label, detail) per calibration kind, for ``rlinf-robot doctor``: the latest record's
+    id, age and residuals, or why it should not be trusted (missing, expired, out of bounds)."""
+    lines = []
+    for kind in KINDS:
+        rec = store.latest(kind)
+        if rec is None:
+            lines.append((False, f"calib {kind}", f"none in {store.root} (rlinf-robot calibrate {kind})"))
+            continue
+        problems = rec.problems(now)
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted(rec.residuals.items()))
+        detail = f"{rec.id}, {rec.age_days(now):.1f} d old, {shown}"
+        lines.append((not problems, f"calib {kind}", detail if not problems else "; ".join(problems)))
+    bad = [p for k in KINDS for p in sorted((store.root / k).glob("*.json")) if not _readable(p)]
+    if bad:
+        lines.append((False, "calib files", f"{len(bad)} unreadable record(s), e.g. {bad[0]}"))
+    return lines
+
+
+def _readable(path: Path) -> bool:
+    try:
+        CalibrationRecord.from_json(path.read_text())
+        return True
+    except (ConfigError, json.JSONDecodeError, TypeError, OSError):
+        return False

@@ -28,6 +28,9 @@ PACKAGES = [
 
 def add_arguments(parser) -> None:
     parser.add_argument("--robot-pc", action="store_true", help="only check what a robot PC needs")
+    parser.add_argument(
+        "--calibration-dir", default=None, help="calibration store to check (default: the store's)"
+    )
 
 
 def run(args) -> int:
@@ -42,11 +45,20 @@ def run(args) -> int:
     checks = [
         ("franka-sim venv", fsim.exists(), str(fsim)),
         ("FR3 MJCF wrapper", fr3_mjcf_wrapper().exists(), str(fr3_mjcf_wrapper())),
-        ("MUJOCO_GL", bool(os.environ.get("MUJOCO_GL")), os.environ.get("MUJOCO_GL", "unset (osmesa on CPU)")),
+        (
+            "MUJOCO_GL",
+            bool(os.environ.get("MUJOCO_GL")),
+            os.environ.get("MUJOCO_GL", "unset (osmesa on CPU)"),
+        ),
         ("colcon", shutil.which("colcon") is not None, "colcon on PATH"),
     ]
     if not args.robot_pc:
         for label, ok, detail in checks:
             print(f"{'ok ' if ok else 'WARN   '}  {label:<17} {detail}")
+    from calibration.store import CalibrationStore, status_lines
+
+    # Warnings only: a stale or poor calibration matters on a real arm, where train/eval refuse it.
+    for ok, label, detail in status_lines(CalibrationStore(args.calibration_dir)):
+        print(f"{'ok ' if ok else 'WARN   '}  {label:<17} {detail}")
     print("doctor:", "all good" if problems == 0 else f"{problems} missing package(s)")
     return 1 if problems else 0

@@ -1,0 +1,87 @@
+"""System identification against franka-sim serving a deliberately different FR3 (the "real" arm).
+
+Recorded through franky with a sum-of-sines excitation inside the safety limits, replayed in the
+MuJoCo FR3, fitted; then the fit goes into the store and into ``sim.make`` as domain randomization.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.calibration.conftest import assert_within
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_recording_stays_inside_the_safety_limits(real_arm):
+    from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+
+    limits = SafetyLimits.from_yaml()
+    _, rec, held = real_arm
+    for r in (rec, held):
+        assert len(r) > 2500  # ~1 kHz for >= 3 s
+        assert np.all(r.q >= limits.joint_position_min) and np.all(r.q <= limits.joint_position_max)
+        tcp = fr3_forward_kinematics(r.q[::20])[:, :3, 3]
+        assert np.all(tcp >= limits.workspace_min) and np.all(tcp <= limits.workspace_max)
+        assert np.abs(r.dq).max() < limits.joint_velocity_max.max() * limits.velocity_scale
+        assert np.abs(r.dq_cmd).max() > 0.2  # it really moved
+
+
+def test_fit_shrinks_the_residual_and_finds_the_true_parameters(real_arm, sysid_fit):
+    truth, _, _ = real_arm
+    res = sysid_fit
+    assert res.residual_before > 5 * res.residual_after, (res.residual_before, res.residual_after)
+    assert res.improvement >= 5
+    assert_within(res.params.joint_damping, truth.joint_damping, 0.05, "damping")
+    assert_within(res.params.joint_frictionloss, truth.joint_frictionloss, 0.10, "frictionloss")
+    assert_within(res.params.payload_mass, truth.payload_mass, 0.2, "payload")
+    # Armature is the least visible parameter: it must be near, and its std must say how near.
+    arm_err = np.abs(res.params.joint_armature - truth.joint_armature)
+    assert np.all(arm_err <= np.maximum(3 * res.std["joint_armature"], 0.3 * truth.joint_armature)), arm_err
+    for key in res.fitted_keys:
+        assert np.all(np.isfinite(res.std[key])) and np.all(res.std[key] > 0)
+
+
+def test_fit_goes_into_the_store_with_an_id_training_can_name(sysid_fit, tmp_path):
+    from calibration.session import dynamics_fit_from_record, sysid_record
+    from calibration.store import CalibrationStore
+
+    store = CalibrationStore(tmp_path)
+    record = sysid_record(sysid_fit, robot_serial="fr3-test")
+    store.save(record)
+    loaded = store.get(record.id)
+    assert loaded.problems() == []
+    fit = dynamics_fit_from_record(loaded)
+    assert fit.fit_id == record.id
+    np.testing.assert_allclose(fit.mean["joint_damping"], sysid_fit.params.joint_damping)
+    np.testing.assert_allclose(fit.std["payload_mass"], sysid_fit.std["payload_mass"])
+    assert store.require(("sysid",), robot_serial="fr3-test") == {"sysid": record.id}
+
+
+def test_fitted_sim_env_predicts_the_arm_far_better_than_the_nominal_one(real_arm, sysid_fit):
+    """A fixed controller (a held-out joint-velocity trajectory the fit never saw) run in
+    ``sim.make(..., randomization=from_sysid(fit))`` vs the nominal env, against the arm."""
+    import sim
+    from calibration.replay import ServoReplay
+    from calibration.sysid import prediction_error
+    from sim.randomization import DomainRandomization
+
+    _, _, held = real_arm
+    fit = sysid_fit.to_dynamics_fit("sysid-test")
+    nominal_env = sim.make("mujoco/fr3-reach", num_envs=1, seed=0)
+    nominal_env.reset(seed=0)
+    nominal, _ = prediction_error([held], ServoReplay.from_model(nominal_env.models[0]))
+    dr = DomainRandomization.from_sysid(fit, n_sigma=2.0, base=DomainRandomization.off())
+    fitted_env = sim.make("mujoco/fr3-reach", num_envs=2, seed=0, randomization=dr)
+    fitted_env.reset(seed=0)
+    for model in fitted_env.models:
+        replay = ServoReplay.from_model(model)
+        damping = model.dof_damping[replay.dof_adr]
+        lo = fit.mean["joint_damping"] - 2 * fit.std["joint_damping"] - 1e-9
+        hi = fit.mean["joint_damping"] + 2 * fit.std["joint_damping"] + 1e-9
+        assert np.all((damping >= lo) & (damping <= hi))  # sampled around the fit
+        fitted, _ = prediction_error([held], replay)
+        assert fitted * 5 < nominal, (fitted, nominal)
+    nominal_env.close()
+    fitted_env.close()
