@@ -70,8 +70,8 @@ class CurveServerKeys:
     authorized_dir: Path
 
     def __post_init__(self):
-        object.__setattr__(self, "secret_file", Path(self.secret_file))
-        object.__setattr__(self, "authorized_dir", Path(self.authorized_dir))
+        object.__setattr__(self, "secret_file", Path(self.secret_file).expanduser())
+        object.__setattr__(self, "authorized_dir", Path(self.authorized_dir).expanduser())
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ class CurveClientKeys:
     server_public_file: Path
 
     def __post_init__(self):
-        object.__setattr__(self, "secret_file", Path(self.secret_file))
-        object.__setattr__(self, "server_public_file", Path(self.server_public_file))
+        object.__setattr__(self, "secret_file", Path(self.secret_file).expanduser())
+        object.__setattr__(self, "server_public_file", Path(self.server_public_file).expanduser())
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,9 @@ class ServerConfig:
         _check_range(src, "deadman_ms", self.deadman_ms, 0.0, 10_000.0)
         _check_range(src, "lease_timeout_ms", self.lease_timeout_ms, 0.0, 600_000.0)
         if self.lease_timeout_ms < self.deadman_ms:
-            raise ConfigError(f"{src}: lease_timeout_ms ({self.lease_timeout_ms}) must be >= deadman_ms ({self.deadman_ms})")
+            raise ConfigError(
+                f"{src}: lease_timeout_ms ({self.lease_timeout_ms}) must be >= deadman_ms ({self.deadman_ms})"
+            )
         _check_range(src, "obs_rate_hz", self.obs_rate_hz, 0.0, 2000.0)
         _check_range(src, "max_obs_age_ms", self.max_obs_age_ms, 0.0, 600_000.0)
         _check_range(src, "max_message_bytes", self.max_message_bytes, 65_536, 2**31 - 1, lo_open=False)

@@ -18,7 +18,6 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
@@ -66,9 +65,7 @@ class BridgeNode(Node):
         self._cmd_js = self.create_publisher(JointState, "joint_command", 10)
         self._cmd_pose = self.create_publisher(PoseStamped, "ee_command", 10)
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        services = MutuallyExclusiveCallbackGroup()
-        self._triggers = {name: self.create_client(Trigger, name, callback_group=services)
-                         for name in ("home", "reset", "recover", "stop")}
+        self._triggers = {name: self.create_client(Trigger, name) for name in ("home", "reset", "recover", "stop")}
         self.backend = StreamBackend(
             CommandSinks(self._joint_command, self._ee_command, self._call, self._stop),
             cameras=[_camera_name(t) for t in cams], state_max_age_s=p["state_max_age_ms"] / 1e3,
@@ -209,7 +206,10 @@ def _positive(p: dict, key: str) -> float:
 
 
 def main(args=None) -> None:
-    raise SystemExit(run_node(BridgeNode, args, threads=4))
+    # One executor thread: every callback here is short, and the blocking service calls happen on
+    # the bridge's worker thread. (rclpy's MultiThreadedExecutor spins hot while a mutually
+    # exclusive group is busy and 200 Hz joint states keep arriving.)
+    raise SystemExit(run_node(BridgeNode, args, threads=1))
 
 
 if __name__ == "__main__":
