@@ -78,7 +78,8 @@ def sysid_png(result, problem, path: Path, segment: int | None = None) -> Path:
     ax0.bar(x - 0.2, result.joint_rms_before * 1e3, 0.4, label=f"nominal sim ({result.residual_before * 1e3:.2f})")
     ax0.bar(x + 0.2, result.joint_rms_after * 1e3, 0.4, label=f"fitted sim ({result.residual_after * 1e3:.3f})")
     ax0.set_xticks(x, [f"j{i + 1}" for i in x])
-    ax0.set_ylabel("RMS sim - arm (mrad)")
+    ax0.set_yscale("log")
+    ax0.set_ylabel("RMS sim - arm (mrad, log)")
     ax0.set_title(f"residual {result.improvement:.0f}x smaller after the fit")
     ax0.legend(fontsize=8)
     t = problem.pieces[segment].rows * 1e-3
