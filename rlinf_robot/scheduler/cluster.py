@@ -19,7 +19,7 @@ from typing import Any
 
 from rlinf_robot.errors import ConfigError, MissingDependency
 from rlinf_robot.scheduler.errors import PlacementError
-from rlinf_robot.scheduler.placement import Plan, RankPlacement
+from rlinf_robot.scheduler.plan import Plan, RankPlacement
 from rlinf_robot.scheduler.resources import NodeSpec, ResourceSpec
 
 log = logging.getLogger(__name__)

@@ -123,6 +123,20 @@ class Scheduler:
         self.groups[name] = WorkerGroup.launch(worker_cls, name, self.reservation, **launch_kwargs)
         return self.groups[name]
 
+    def sharing_with(self, name: str) -> list[str]:
+        """Launched groups whose ranks share an accelerator bundle with group ``name``."""
+        mine = {r.bundle for r in self.plan.group(name) if r.gpus}
+        return [g for g in self.groups if g != name and any(r.bundle in mine for r in self.plan.group(g))]
+
+    def activate(self, name: str, timeout_s: float = 300.0) -> dict[str, list[dict[str, float]]]:
+        """Collocated time-slicing: offload every group sharing ``name``'s accelerators, then onload
+        ``name``. Returns each group's per-rank reports (bytes moved, seconds)."""
+        idle = self.sharing_with(name)
+        reports = {g: self.groups[g].call("offload") for g in idle}
+        out = {g: r.wait(timeout_s) for g, r in reports.items()}
+        out[name] = self.groups[name].call("onload").wait(timeout_s)
+        return out
+
     def shutdown(self) -> None:
         for group in reversed(list(self.groups.values())):
             group.shutdown()

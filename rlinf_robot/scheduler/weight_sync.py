@@ -8,6 +8,8 @@ Backends (a registry; pick by name):
 - ``collective``: a broadcast over a process group made only for weight sync (so it never touches
   the trainer's own FSDP/DDP group): NCCL between GPU workers, gloo on CPU. The gloo path runs in
   the CPU test suite; the NCCL path is the same code and needs CUDA on every member.
+- ``cuda_ipc``: collocated sender and receivers on one GPU; receivers copy straight from the
+  sender's GPU memory (CUDA IPC handles). Written for GPU nodes; needs CUDA to run.
 
 Driver side: ``push_weights(actor_group, rollout_group, version)``; every rollout then reports the
 version it holds, and records it on each action it produces.
@@ -215,6 +217,56 @@ class CollectiveSync(WeightSyncBackend):
                 CollectiveSync._bcast(ctx, buf)
                 sd[n].copy_(buf)
         return int(header[0].item())
+
+
+@register_weight_sync("cuda_ipc")
+class CudaIpcSync(WeightSyncBackend):
+    """Collocated ranks on the same GPU: the receiver maps the sender's GPU memory (CUDA IPC) and
+    copies device-to-device; nothing goes through host memory. Needs CUDA (not exercised on the CPU
+    test machine). The sender keeps a snapshot of the weights alive until its next publish, so
+    training may continue while receivers copy."""
+
+    @classmethod
+    def push(cls, sender: Any, receivers: Any, version: int, timeout_s: float) -> list[int]:
+        from rlinf_robot.errors import ConfigError
+
+        mine = sender.call_rank(0, "worker_info").wait_one(timeout_s)["cuda_visible_devices"]
+        theirs = {i["cuda_visible_devices"] for i in receivers.call("worker_info").wait(timeout_s)}
+        if mine is None or theirs != {mine}:
+            raise ConfigError(f"cuda_ipc weight sync needs sender and receivers on one GPU; sender sees "
+                              f"{mine!r}, receivers {sorted(map(str, theirs))}: use 'object_store' or 'collective'")
+        ticket = sender.call_rank(0, "publish_weights", version, cls.name).wait_one(timeout_s)
+        return receivers.call("load_weights", ticket).wait(timeout_s)
+
+    @staticmethod
+    def publish(ctx: dict, module: Any, version: int) -> WeightTicket:
+        import torch
+        from torch.multiprocessing.reductions import reduce_tensor
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("cuda_ipc weight sync needs CUDA")
+        sd = module.state_dict()
+        names = sorted(sd)
+        snapshot = [sd[n].detach().to("cuda").clone() for n in names]
+        torch.cuda.synchronize()
+        ctx["ipc_snapshot"] = snapshot  # keep the shared memory alive for the receivers
+        handles = [reduce_tensor(t)[1] for t in snapshot]  # (rebuild args): plain handles and sizes
+        return WeightTicket(int(version), "cuda_ipc", [names, handles])
+
+    @staticmethod
+    def receive(ctx: dict, module: Any, ticket: WeightTicket) -> int:
+        import torch
+        from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+        names, handles = ticket.payload
+        sd = module.state_dict()
+        if names != sorted(sd):
+            raise ValueError(f"weight sync v{ticket.version}: state dict keys differ")
+        with torch.no_grad():
+            for n, args in zip(names, handles, strict=True):
+                sd[n].copy_(rebuild_cuda_tensor(*args))
+        torch.cuda.synchronize()
+        return int(ticket.version)
 
 
 # ------------------------------------------------------------------------ driver-side helpers

@@ -109,6 +109,9 @@ def test_scheduler_from_config_collocates_on_shared_logical_gpus(cluster):
         rollout = sched.launch("rollout", EchoWorker)
         a, r = actor.call("whoami").wait(60), rollout.call("whoami").wait(60)
         assert [o["cuda"] for o in a] == [o["cuda"] for o in r] and a[0]["cuda"] != a[1]["cuda"]
+        assert sched.sharing_with("actor") == ["rollout"]
+        swap = sched.activate("actor")  # rollout offloads, actor onloads (time-slicing)
+        assert set(swap) == {"actor", "rollout"} and all(len(v) == 2 for v in swap.values())
     assert sched.reservation.placement_group is None
     import ray
 
