@@ -70,7 +70,8 @@ def cmd_backend(server: BridgeServer, peer: Peer, cmd: Command, now: int) -> str
         return Error(code="busy", message=f"{server._busy[2].name} in progress")
     if cmd.name == "home" and server.estop.latched:
         return Error(code="latched", message="e-stop latched; send reset first")
-    server._hold(cmd.name)
+    if server.scheduler.active:  # stop a running chunk; an idle arm needs no extra target
+        server._hold(cmd.name)
     future = server._executor.submit(server.backend.run_command, cmd.name, dict(cmd.args))
     server._busy = (future, peer.identity, cmd)
     server.events.add("command_started", name=cmd.name, client=peer.client_id)
@@ -105,4 +106,3 @@ COMMANDS: dict[str, Callable] = {
     "stop": cmd_stop,
     **{name: cmd_backend for name in BACKEND_COMMANDS},
 }
-

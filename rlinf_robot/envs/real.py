@@ -6,8 +6,9 @@ returned, then waits for the robot's first observation after that chunk finished
 is laid out like the simulators' (``ROBOT_STATE_FIELDS`` then the task's features) and rewards come
 from a registered real task (``real_tasks``), so a policy trained in sim runs here unchanged.
 
-``reset`` homes the arm and waits until it has settled. Drops and safety rejections of a chunk are
-reported in ``info["rejections"]`` (the arm held instead); losing the lease or an e-stop raises.
+``reset`` homes the arm and waits until it has settled. Drops and safety rejections of a chunk, and
+a chunk refused while the arm recovers from a reflex, are reported in ``info["rejections"]`` (the
+arm held instead); losing the lease, an e-stop or a latched arm raises.
 A stale camera is never silently reused: the env waits for a fresh observation, then raises.
 """
 
@@ -76,8 +77,12 @@ def robot_state(o: Observation) -> np.ndarray:
 
 
 class RealRobotEnv(BatchedEnv):
-    def __init__(self, clients: BridgeClient | list[BridgeClient], config: RealEnvConfig | None = None,
-                 own_clients: bool = False):
+    def __init__(
+        self,
+        clients: BridgeClient | list[BridgeClient],
+        config: RealEnvConfig | None = None,
+        own_clients: bool = False,
+    ):
         from sim.actions import check_actions, safe_action_spec  # the one source of action bounds
 
         self._check_actions = check_actions
@@ -88,8 +93,11 @@ class RealRobotEnv(BatchedEnv):
         self.task = make_real_task(self.cfg.task, **self.cfg.task_args)
         self.action_spec = safe_action_spec(self.cfg.action_mode, self.cfg.gripper, self.cfg.control_hz)
         state_fields = ROBOT_STATE_FIELDS + tuple(self.task.features)
-        self.obs_spec = ObsSpec(state_shape=(sum(w for _, w in state_fields),), images=dict(self.cfg.cameras),
-                                state_fields=state_fields)
+        self.obs_spec = ObsSpec(
+            state_shape=(sum(w for _, w in state_fields),),
+            images=dict(self.cfg.cameras),
+            state_fields=state_fields,
+        )
         self._rng = np.random.default_rng(self.cfg.seed)
         self._obs: list[Observation | None] = [None] * self.num_envs
         self.steps = np.zeros(self.num_envs, np.int64)
@@ -99,11 +107,14 @@ class RealRobotEnv(BatchedEnv):
             c.acquire_lease()
 
     @classmethod
-    def connect(cls, endpoints: list[str], client: ClientConfig | None = None,
-                config: RealEnvConfig | None = None) -> RealRobotEnv:
+    def connect(
+        cls, endpoints: list[str], client: ClientConfig | None = None, config: RealEnvConfig | None = None
+    ) -> RealRobotEnv:
         base = asdict(client or ClientConfig())
-        clients = [BridgeClient(ClientConfig(**{**base, "endpoint": e, "client_id": ""})).connect()
-                   for e in endpoints]
+        clients = [
+            BridgeClient(ClientConfig(**{**base, "endpoint": e, "client_id": ""})).connect()
+            for e in endpoints
+        ]
         return cls(clients, config, own_clients=True)
 
     # ------------------------------------------------------------------ contract
@@ -124,8 +135,9 @@ class RealRobotEnv(BatchedEnv):
         evaluated once, on the observation after the chunk."""
         a = np.asarray(actions, dtype=np.float32)
         if a.ndim != 3 or a.shape[0] != self.num_envs or a.shape[2:] != self.action_spec.shape:
-            raise ValueError(f"chunk_step needs actions [N={self.num_envs}, H, {self.action_spec.shape[0]}], "
-                             f"got {a.shape}")
+            raise ValueError(
+                f"chunk_step needs actions [N={self.num_envs}, H, {self.action_spec.shape[0]}], got {a.shape}"
+            )
         if not np.all(np.isfinite(a)):
             raise ValueError("actions contain NaN or inf; nothing was applied")
         return self._execute(self.action_spec.clip(a))
@@ -149,23 +161,45 @@ class RealRobotEnv(BatchedEnv):
 
     def _await(self, i: int, predicate, timeout: float, what: str) -> Observation:
         try:
-            return self.clients[i].observe(timeout=timeout, predicate=lambda o: predicate(o) and self._fresh(o))
+            return self.clients[i].observe(
+                timeout=timeout, predicate=lambda o: predicate(o) and self._fresh(o)
+            )
         except BridgeTimeout:
             latest = self.clients[i].latest
             if latest is not None and not self._fresh(latest):
                 missing = sorted(set(self.cfg.cameras) - set(latest.images))
-                raise LinkLost(f"robot {i}: stale sensors {latest.stale or missing} while waiting for {what}") from None
+                raise LinkLost(
+                    f"robot {i}: stale sensors {latest.stale or missing} while waiting for {what}"
+                ) from None
             raise
 
     def _reset_one(self, i: int) -> None:
         c = self.clients[i]
         c.wait_link(self.cfg.step_timeout_s)
+        self._wait_recovered(i)
         c.command("home", timeout=self.cfg.reset_timeout_s)
         v = self.cfg.settle_joint_vel
-        self._obs[i] = self._await(i, lambda o: bool(np.all(np.abs(o.joint_vel[:7]) < v)),
-                                   self.cfg.reset_timeout_s, "the arm to settle")
+        self._obs[i] = self._await(
+            i,
+            lambda o: bool(np.all(np.abs(o.joint_vel[:7]) < v)),
+            self.cfg.reset_timeout_s,
+            "the arm to settle",
+        )
         self.steps[i] = 0
         self.episode_return[i] = 0.0
+
+    def _wait_recovered(self, i: int) -> None:
+        """An arm that is recovering from a reflex (by itself) is waited for; a latched one raises."""
+        deadline = time.monotonic() + self.cfg.reset_timeout_s
+        while True:
+            state = self.clients[i].status().state
+            if state in ("LATCHED", "ESTOP"):
+                raise Latched(f"robot {i} is {state}: an operator must reset it")
+            if state not in ("REFLEX", "RECOVERING"):
+                return
+            if time.monotonic() > deadline:
+                raise BridgeTimeout(f"robot {i} still {state} after {self.cfg.reset_timeout_s:g} s")
+            self.clients[i].observe(timeout=self.cfg.step_timeout_s)  # wait one observation period
 
     def _execute(self, a: np.ndarray):
         n, horizon = self.num_envs, a.shape[1]
@@ -174,19 +208,33 @@ class RealRobotEnv(BatchedEnv):
         for c in self.clients:  # a brief heartbeat gap is not a reason to fail the step
             c.wait_link(self.cfg.step_timeout_s)
         t0 = time.monotonic()
-        seqs = [c.send_chunk(a[i], self.cfg.action_mode, self.cfg.control_hz, obs=self._obs[i],
-                             gripper=self.cfg.gripper, align=self.cfg.align) for i, c in enumerate(self.clients)]
+        seqs = [
+            c.send_chunk(
+                a[i],
+                self.cfg.action_mode,
+                self.cfg.control_hz,
+                obs=self._obs[i],
+                gripper=self.cfg.gripper,
+                align=self.cfg.align,
+            )
+            for i, c in enumerate(self.clients)
+        ]
         timeout = self.cfg.step_timeout_s + horizon / self.cfg.control_hz
         rejections, step_ms = [], np.zeros(n)
         for i, (c, seq) in enumerate(zip(self.clients, seqs, strict=True)):
             self._obs[i] = self._await(
-                i, lambda o, c=c, seq=seq: (o.chunk_seq >= seq and not o.chunk_active)
-                or any(e.ref_seq == seq for e in c.errors), timeout, f"chunk {seq}")
+                i,
+                lambda o, c=c, seq=seq: (
+                    (o.chunk_seq >= seq and not o.chunk_active) or any(e.ref_seq == seq for e in c.errors)
+                ),
+                timeout,
+                f"chunk {seq}",
+            )
             errs = c.take_errors(ref_seq=seq)
             for e in errs:  # losing control is not a step result: the caller must know
-                if e.code == "latched":
+                if e.code == "latched" or (e.code == "fault" and "LATCHED" in e.message):
                     raise Latched(e.message)
-                if e.code in ("refused", "fault"):
+                if e.code == "refused":
                     raise CommandRefused(e.code, e.message)
             rejections.append([{"code": e.code, "message": e.message} for e in errs])
             step_ms[i] = (time.monotonic() - t0) * 1e3
@@ -198,7 +246,9 @@ class RealRobotEnv(BatchedEnv):
         truncated = (self.steps >= self.cfg.max_episode_steps) & ~terminated
         done = terminated | truncated
         info: dict[str, Any] = {
-            "success": success.copy(), "done": done.copy(), "rejections": rejections,
+            "success": success.copy(),
+            "done": done.copy(),
+            "rejections": rejections,
             "latency_ms": {"step": step_ms, "obs_age": np.array([_age_ms(o) for o in self._obs])},
         }
         if done.any():

