@@ -250,19 +250,30 @@ class ActorTrainer:
     def load_checkpoint(self, path: str | Path) -> None:
         """Every rank reads the full state and keeps its shard (any saved world size works)."""
         from safetensors.torch import load_file
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
 
         path = Path(path)
         meta = json.loads((path / "trainer.json").read_text())
         model_sd = load_file(str(path / "model.safetensors"))
         optim_sd = _unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), meta["param_groups"])
-        set_state_dict(
+        set_model_state_dict(self.module, model_sd, options=StateDictOptions(full_state_dict=True))
+        # Parameters that never had a gradient (e.g. the value head under behaviour cloning) have no
+        # optimizer state yet: not strict there, strict for the weights.
+        set_optimizer_state_dict(
             self.module,
             self.optimizer,
-            model_state_dict=model_sd,
-            optim_state_dict=optim_sd,
-            options=StateDictOptions(full_state_dict=True),
+            optim_sd,
+            options=StateDictOptions(full_state_dict=True, strict=False),
         )
+        # ...and torch fills such parameters with a zero state at step 1, which would change their
+        # first Adam update (bias correction): drop it, as if never stepped, like before the save.
+        for name, p in self.module.named_parameters():
+            if name not in optim_sd["state"]:
+                self.optimizer.state.pop(p, None)
         self.step = int(meta["step"])
 
 
