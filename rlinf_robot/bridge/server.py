@@ -67,8 +67,9 @@ def client_id_of(identity: bytes) -> str:
 
 
 class BridgeServer(ControlMixin):
-    def __init__(self, backend: ArmBackend, config: ServerConfig | None = None,
-                 limits: SafetyLimits | None = None):
+    def __init__(
+        self, backend: ArmBackend, config: ServerConfig | None = None, limits: SafetyLimits | None = None
+    ):
         self.backend = backend
         self.config = config or ServerConfig()
         self.limits = limits or SafetyLimits.from_yaml()
@@ -179,9 +180,16 @@ class BridgeServer(ControlMixin):
         counters["skipped_steps"] = self.scheduler.skipped_steps
         if self._security is not None:
             counters["unauthorized"] = self._security.allow.refused
-        return Status(seq=next(self._out_seq), stamp_ns=time.monotonic_ns(), state=self.state_name(),
-                      lease_holder=self.lease.holder, counters=counters,
-                      latency_ms=self.latency.summary(), message=message, ref_seq=ref_seq)
+        return Status(
+            seq=next(self._out_seq),
+            stamp_ns=time.monotonic_ns(),
+            state=self.state_name(),
+            lease_holder=self.lease.holder,
+            counters=counters,
+            latency_ms=self.latency.summary(),
+            message=message,
+            ref_seq=ref_seq,
+        )
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._lock:
@@ -195,7 +203,10 @@ class BridgeServer(ControlMixin):
         next_house_ns = 0
         while not self._stop.is_set():
             now = time.monotonic_ns()
-            wake = min(self._next_obs_ns, next_house_ns, now + 50_000_000)
+            # Observations only while someone subscribed: a chunk must name a published one anyway,
+            # and an idle robot PC should not sample and encode for nobody.
+            publishing = any(p.subscribed for p in self._peers.values())
+            wake = min(self._next_obs_ns if publishing else now + 50_000_000, next_house_ns)
             for t in (self.scheduler.next_deadline_ns(), self._deadman_deadline_ns()):
                 if t is not None:
                     wake = min(wake, t)
@@ -209,9 +220,11 @@ class BridgeServer(ControlMixin):
                 check_busy(self)
                 self._check_deadman(now)
                 self._run_steps(time.monotonic_ns())
-                if now >= self._next_obs_ns:
+                if publishing and now >= self._next_obs_ns:
                     self._publish_observation()
-                    self._next_obs_ns = max(self._next_obs_ns + self._obs_period_ns, now + self._obs_period_ns // 2)
+                    self._next_obs_ns = max(
+                        self._next_obs_ns + self._obs_period_ns, now + self._obs_period_ns // 2
+                    )
                 if now >= next_house_ns:
                     self._housekeeping(now)
                     next_house_ns = now + 100_000_000
@@ -246,7 +259,9 @@ class BridgeServer(ControlMixin):
         if handler is None:
             self._count("unexpected_message")
             if not isinstance(msg, Error):  # never answer an error with an error
-                self._send(identity, Error(code="refused", message=f"a client may not send {type(msg).__name__}"))
+                self._send(
+                    identity, Error(code="refused", message=f"a client may not send {type(msg).__name__}")
+                )
             return None
         return handler(self, peer, msg, now, t_rx_wall)
 
@@ -268,8 +283,15 @@ class BridgeServer(ControlMixin):
     def _on_heartbeat(self, peer: Peer, msg: Heartbeat, now: int, t_rx: int) -> None:
         if msg.sender and msg.sender != peer.client_id:
             self._count("refused_heartbeat")
-            self._send(peer.identity, Error(code="refused", message="heartbeat sender does not match the connection",
-                                            field="$.sender", ref_seq=msg.seq))
+            self._send(
+                peer.identity,
+                Error(
+                    code="refused",
+                    message="heartbeat sender does not match the connection",
+                    field="$.sender",
+                    ref_seq=msg.seq,
+                ),
+            )
             return
         if self.lease.beat(peer.client_id, peer.key, now):
             self._feed(now)
@@ -287,8 +309,10 @@ class BridgeServer(ControlMixin):
             return
         if not np.all(np.isfinite(chunk.actions)):
             self._count("chunks_rejected_non_finite")
-            self._send(peer.identity, Error(code="unsafe", message="NaN or inf in actions", field="$.actions",
-                                            ref_seq=chunk.seq))
+            self._send(
+                peer.identity,
+                Error(code="unsafe", message="NaN or inf in actions", field="$.actions", ref_seq=chunk.seq),
+            )
             return
         self.lease.beat(peer.client_id, peer.key, now)
         self._feed(now)
@@ -320,6 +344,8 @@ class BridgeServer(ControlMixin):
     # ------------------------------------------------------------------ output
     def _publish_observation(self) -> None:
         subscribers = [p for p in self._peers.values() if p.subscribed]
+        if not subscribers:
+            return
         try:
             obs = self.backend.observe()
         except Exception as e:
@@ -338,8 +364,6 @@ class BridgeServer(ControlMixin):
             self._obs_stamps.popitem(last=False)
         obs.hops = {**obs.hops, "obs_sent": time.time_ns()}
         self.latency.record(obs.hops)
-        if not subscribers:
-            return
         frames = encode(obs)
         for peer in subscribers:
             if not self._send_frames(peer.identity, frames):
