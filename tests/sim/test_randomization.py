@@ -112,6 +112,16 @@ def test_env_applies_params_per_env_and_reproducibly():
         b.close()
 
 
+def test_make_takes_a_dynamics_fit_directly():
+    env = sim.make("mujoco/fr3-reach", num_envs=2, randomization=fit())
+    try:
+        env.reset(seed=0)
+        assert env.dr.joint_damping.kind == "absolute"
+        assert np.all(np.abs(env.models[0].dof_damping[env.nominal.dof_ids] - 5.0) <= 1.0)
+    finally:
+        env.close()
+
+
 def test_off_means_nominal_and_no_noise():
     env = sim.make("mujoco/fr3-reach", num_envs=2, randomization=DomainRandomization.off())
     plain = sim.make("mujoco/fr3-reach", num_envs=2)
