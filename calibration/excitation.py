@@ -8,8 +8,13 @@ so it starts and ends at rest at the start pose; incommensurate phases per joint
 joints, several harmonics separate velocity (damping, friction) from acceleration (armature,
 payload). It is executed as joint-velocity waypoints (``v = dp/dt``; why velocity, see
 ``calibration.replay``). Before anything moves the whole planned path is checked against the
-safety limits: joint range with margin, the velocity budget, and the TCP inside the workspace box.
-A plan that leaves them raises ``SafetyViolation`` and nothing moves.
+safety limits - joint range with margin, the velocity budget, the TCP inside the workspace box
+shrunk by ``box_margin`` - with the excursion scaled up by ``excursion_factor``: velocity commands
+are integrated by the arm, so the executed path drifts from the plan (a more damped arm falls
+short - the drift is what is being measured - and franka-sim on a loaded host overshoots). A plan
+that fails raises ``SafetyViolation`` and nothing moves.
+While the arm moves, a guard watches every recorded state and stops the motion if a joint nears
+its limit or the TCP leaves the box.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
 
 log = logging.getLogger(__name__)
 
-#: A start pose well inside every limit, elbow up, hand over the table (TCP ~[0.45, 0, 0.45]).
-DEFAULT_START = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
+#: A start pose well inside every limit, elbow up, hand over the middle of the workspace box
+#: (TCP ~[0.53, 0, 0.40]).
+DEFAULT_START = np.array([0.0, -0.1, 0.0, -2.0, 0.0, 1.9, 0.785])
 #: Per-joint amplitude (rad) before velocity scaling: the wrist gets more, it is lighter.
 DEFAULT_AMPLITUDE = np.array([0.25, 0.2, 0.25, 0.25, 0.35, 0.35, 0.4])
 
@@ -42,6 +48,12 @@ class ExcitationConfig:
     waypoint_dt: float = 0.05
     seed: int = 0
     start: tuple[float, ...] = tuple(DEFAULT_START)
+    #: The planned TCP path keeps this far (m) inside the workspace box ...
+    box_margin: float = 0.03
+    #: ... even with every joint's excursion from the start scaled by this factor. Velocity
+    #: commands are integrated by the arm: a slower arm falls short, and a simulator whose physics
+    #: clock outruns the controller's (franka-sim on a loaded host) overshoots by up to ~1.5x.
+    excursion_factor: float = 1.6
 
     def __post_init__(self):
         if not 1.0 <= self.duration_s <= 120.0:
@@ -56,6 +68,10 @@ class ExcitationConfig:
             raise ConfigError(f"excitation.waypoint_dt must be in [0.01, 0.5] s, got {self.waypoint_dt}")
         if len(self.start) != 7 or not np.all(np.isfinite(self.start)):
             raise ConfigError(f"excitation.start needs 7 finite joint angles, got {self.start}")
+        if not 0 <= self.box_margin <= 0.2:
+            raise ConfigError(f"excitation.box_margin must be in [0, 0.2] m, got {self.box_margin}")
+        if not 1.0 <= self.excursion_factor <= 3.0:
+            raise ConfigError(f"excitation.excursion_factor must be in [1, 3], got {self.excursion_factor}")
 
 
 @dataclass(frozen=True)
@@ -101,7 +117,7 @@ def plan_excitation(cfg: ExcitationConfig = ExcitationConfig(), limits: SafetyLi
     vel *= scale
     start = np.asarray(cfg.start, dtype=np.float64)
     path = start + pos
-    _check(path, vel, limits)
+    _check(start + cfg.excursion_factor * pos, vel, limits, cfg.box_margin)
     stride = int(round(cfg.waypoint_dt * 1000))
     idx = np.arange(stride, len(t), stride)
     wv = vel[idx].copy()
@@ -109,7 +125,7 @@ def plan_excitation(cfg: ExcitationConfig = ExcitationConfig(), limits: SafetyLi
     return ExcitationPlan(start, t, path, vel, t[idx], wv, cfg.waypoint_dt)
 
 
-def _check(path: np.ndarray, vel: np.ndarray, limits: SafetyLimits) -> None:
+def _check(path: np.ndarray, vel: np.ndarray, limits: SafetyLimits, box_margin: float) -> None:
     lo, hi = limits.q_lo, limits.q_hi
     if np.any(path < lo) or np.any(path > hi):
         j = int(np.argmax(np.maximum(lo - path, path - hi).max(axis=0)))
@@ -120,14 +136,35 @@ def _check(path: np.ndarray, vel: np.ndarray, limits: SafetyLimits) -> None:
     vmax = limits.joint_velocity_max * limits.velocity_scale
     if np.any(np.abs(vel) > vmax + 1e-9):
         raise SafetyViolation("excitation exceeds the joint velocity budget")
+    lo, hi = limits.workspace_min + box_margin, limits.workspace_max - box_margin
     tcp = fr3_forward_kinematics(path[::10], limits.tcp_offset)[:, :3, 3]
-    outside = np.any((tcp < limits.workspace_min) | (tcp > limits.workspace_max), axis=1)
+    outside = np.any((tcp < lo) | (tcp > hi), axis=1)
     if np.any(outside):
         k = int(np.argmax(outside))
         raise SafetyViolation(
             f"excitation takes the TCP to {np.round(tcp[k], 3).tolist()}, outside the workspace box "
-            f"{limits.workspace_min.tolist()}..{limits.workspace_max.tolist()}"
+            f"{lo.round(3).tolist()}..{hi.round(3).tolist()} (the safety box less a {box_margin} m margin)"
         )
+
+
+class MotionGuard:
+    """Judges recorded states while the arm moves: joints inside the datasheet range less half the
+    safety margin, TCP inside the workspace box. Returns a reason to stop, or None."""
+
+    def __init__(self, limits: SafetyLimits):
+        self.limits = limits
+        half = limits.joint_position_margin / 2
+        self.q_lo = limits.joint_position_min + half
+        self.q_hi = limits.joint_position_max - half
+
+    def check(self, q: np.ndarray) -> str | None:
+        if np.any(q < self.q_lo) or np.any(q > self.q_hi):
+            j = int(np.argmax(np.maximum(self.q_lo - q, q - self.q_hi)))
+            return f"joint {j + 1} at {q[j]:.3f} rad, outside [{self.q_lo[j]:.3f}, {self.q_hi[j]:.3f}]"
+        tcp = fr3_forward_kinematics(q, self.limits.tcp_offset)[:3, 3]
+        if np.any(tcp < self.limits.workspace_min) or np.any(tcp > self.limits.workspace_max):
+            return f"TCP at {np.round(tcp, 3).tolist()} left the workspace box"
+        return None
 
 
 def record_excitation(
@@ -135,12 +172,14 @@ def record_excitation(
     host: str = "127.0.0.1",
     move_dynamics_factor: float = 0.2,
     robot=None,
+    limits: SafetyLimits | None = None,
 ) -> Recording:
     """Move to the plan's start, run it as franky joint-velocity waypoints, record every cycle.
 
     The recording keeps, per 1 kHz controller cycle, the measured ``q``/``dq`` and the velocity
     command the arm reports holding (``dq_d``). ``robot`` may be an already connected
-    ``franky.Robot``; otherwise one is connected to ``host``.
+    ``franky.Robot``; otherwise one is connected to ``host``. A ``MotionGuard`` checks the states
+    as they arrive and stops the arm (``SafetyViolation``) if one leaves the limits.
     """
     try:
         import franky
@@ -165,8 +204,31 @@ def record_excitation(
     ]
     motion = franky.JointVelocityWaypointMotion(waypoints)
     motion.register_callback(on_cycle)
+    guard = MotionGuard(limits or SafetyLimits.from_yaml())
     t0 = time.perf_counter()
-    robot.move(motion)
+    deadline = time.monotonic() + plan.t[-1] + 10.0
+    stop_reason = None
+    checked = 0
+    robot.move(motion, asynchronous=True)
+    while True:
+        try:
+            if robot.join_motion(timeout=0.005):
+                break
+        except Exception:
+            if stop_reason is None:
+                raise
+            break
+        reason, n = None, len(rows)
+        for row in rows[checked:n]:
+            reason = reason or guard.check(row[1])
+        checked = n
+        if reason is None and time.monotonic() > deadline:
+            reason = "excitation did not finish in time"
+        if reason is not None and stop_reason is None:
+            stop_reason = reason
+            robot.stop()
+    if stop_reason is not None:
+        raise SafetyViolation(f"excitation stopped: {stop_reason}")
     log.info("excitation: %d cycles in %.2f s", len(rows), time.perf_counter() - t0)
     if len(rows) < 10:
         raise RuntimeError(f"excitation recorded only {len(rows)} cycles")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -17,20 +18,44 @@ os.environ.setdefault("MESA_SHADER_CACHE_DIR", tempfile.mkdtemp(prefix="mesa-cac
 def real_arm(tmp_path_factory):
     """Two excitation recordings from franka-sim serving the reality-gap FR3 (damping 30 via
     ``FR3_JOINT_DAMPING``; friction, armature and a 1.5 kg payload via the MJCF): one to fit on,
-    one held out. Returns (true params, fit recording, held-out recording)."""
+    one held out. Then one run with a workspace box drawn tight around the plan, which the guard
+    must stop. Returns a namespace: truth, fit, held_out, guard (the SafetyViolation), and the
+    arm's state once it came to rest (q_after, dq_after)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    import franky
+
     from calibration.excitation import ExcitationConfig, plan_excitation, record_excitation
     from calibration.fr3_dynamics import reality_gap_params, write_variant_mjcf
+    from rlinf_robot.errors import SafetyViolation
     from rlinf_robot.robot.franka.sim_server import FrankaSimServer
+    from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
 
     truth = reality_gap_params()
     mjcf = write_variant_mjcf(truth, tmp_path_factory.mktemp("real-arm") / "fr3_real.xml")
     fit_plan = plan_excitation(ExcitationConfig(duration_s=4.0, seed=0))
-    held_out = plan_excitation(ExcitationConfig(duration_s=3.0, seed=7, harmonics=(1, 2, 3), velocity_fraction=0.7))
+    held_out = plan_excitation(ExcitationConfig(duration_s=3.0, seed=7, harmonics=(1, 2, 3), velocity_fraction=0.5))
+    limits = SafetyLimits.from_yaml()
+    tcp = fr3_forward_kinematics(fit_plan.position[::10])[:, :3, 3]
+    tight = replace(limits, workspace_min=tcp.min(0) - 0.002, workspace_max=tcp.max(0) + 0.002)
     damping = ",".join(str(float(d)) for d in truth.joint_damping)
     with FrankaSimServer(gripper=False, mjcf=mjcf, env={"FR3_JOINT_DAMPING": damping}) as server:
         fit_rec = record_excitation(fit_plan, server.host)
         held_rec = record_excitation(held_out, server.host)
-    return truth, fit_rec, held_rec
+        robot = franky.Robot(server.host, realtime_config=franky.RealtimeConfig.Ignore)
+        try:
+            record_excitation(fit_plan, robot=robot, limits=tight)
+            guard = None
+        except SafetyViolation as exc:
+            guard = exc
+        deadline = time.monotonic() + 3.0  # the stopped arm must come to rest by itself
+        while np.abs(robot.current_joint_state.velocity).max() > 1e-3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        q_after = np.array(robot.current_joint_state.position)
+        dq_after = np.array(robot.current_joint_state.velocity)
+    return SimpleNamespace(truth=truth, fit=fit_rec, held_out=held_rec, guard=guard, q_after=q_after,
+                           dq_after=dq_after)
 
 
 @pytest.fixture(scope="session")
@@ -38,8 +63,7 @@ def sysid_fit(real_arm, tmp_path_factory):
     """The fit on the first recording (shared by the sysid tests)."""
     from calibration.sysid import fit_dynamics
 
-    truth, rec, _ = real_arm
-    return fit_dynamics([rec], tmp_path_factory.mktemp("sysid-model"))
+    return fit_dynamics([real_arm.fit], tmp_path_factory.mktemp("sysid-model"))
 
 
 def assert_within(value, truth, rel, what):

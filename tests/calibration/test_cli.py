@@ -40,8 +40,7 @@ def test_calibrate_without_a_data_source_is_a_clear_error(tmp_path, capsys):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_calibrate_sysid_from_a_recording(real_arm, tmp_path, capsys):
-    _, rec, _ = real_arm
-    rec.save(tmp_path / "run.npz")
+    real_arm.fit.save(tmp_path / "run.npz")
     rc = main(["calibrate", "sysid", "--recordings", str(tmp_path / "run.npz"), "--max-evals", "1",
                "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store"), "--robot-serial", "fr3-x"])
     out = capsys.readouterr().out

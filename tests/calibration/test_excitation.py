@@ -31,7 +31,7 @@ def test_plan_is_a_sum_of_sines_that_starts_and_ends_at_rest_inside_the_limits()
 
 
 def test_plan_that_would_leave_the_joint_range_is_refused():
-    start = (0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 2.9)  # joint 7 just inside its upper limit
+    start = (0.0, -0.1, 0.0, -2.0, 0.0, 1.9, 2.9)  # joint 7 just inside its upper limit
     with pytest.raises(SafetyViolation, match="joint 7"):
         plan_excitation(ExcitationConfig(start=start))
 
@@ -40,7 +40,7 @@ def test_plan_that_would_leave_the_workspace_box_is_refused():
     from dataclasses import replace
 
     limits = SafetyLimits.from_yaml()
-    tight = replace(limits, workspace_max=np.array([0.48, 0.45, 0.85]))  # start TCP is at x ~0.46
+    tight = replace(limits, workspace_max=np.array([0.56, 0.45, 0.85]))  # start TCP is at x ~0.53
     with pytest.raises(SafetyViolation, match="workspace"):
         plan_excitation(ExcitationConfig(), tight)
 

@@ -18,8 +18,7 @@ def test_recording_stays_inside_the_safety_limits(real_arm):
     from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
 
     limits = SafetyLimits.from_yaml()
-    _, rec, held = real_arm
-    for r in (rec, held):
+    for r in (real_arm.fit, real_arm.held_out):
         assert len(r) > 2500  # ~1 kHz for >= 3 s
         assert np.all(r.q >= limits.joint_position_min) and np.all(r.q <= limits.joint_position_max)
         tcp = fr3_forward_kinematics(r.q[::20])[:, :3, 3]
@@ -28,8 +27,20 @@ def test_recording_stays_inside_the_safety_limits(real_arm):
         assert np.abs(r.dq_cmd).max() > 0.2  # it really moved
 
 
+def test_guard_stops_an_excitation_that_leaves_the_workspace_box(real_arm):
+    """The box drawn 2 mm around the planned TCP path: the executed path (velocity commands,
+    integrated by a more damped arm) leaves it, and the guard stops the arm."""
+    from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+
+    assert real_arm.guard is not None and "left the workspace box" in str(real_arm.guard)
+    assert np.abs(real_arm.dq_after).max() <= 1e-3  # stopped and at rest, not drifting on
+    limits = SafetyLimits.from_yaml()
+    tcp = fr3_forward_kinematics(real_arm.q_after)[:3, 3]
+    assert np.all(tcp >= limits.workspace_min) and np.all(tcp <= limits.workspace_max)
+
+
 def test_fit_shrinks_the_residual_and_finds_the_true_parameters(real_arm, sysid_fit):
-    truth, _, _ = real_arm
+    truth = real_arm.truth
     res = sysid_fit
     assert res.residual_before > 5 * res.residual_after, (res.residual_before, res.residual_after)
     assert res.improvement >= 5
@@ -67,7 +78,7 @@ def test_fitted_sim_env_predicts_the_arm_far_better_than_the_nominal_one(real_ar
     from calibration.sysid import prediction_error
     from sim.randomization import DomainRandomization
 
-    _, _, held = real_arm
+    held = real_arm.held_out
     fit = sysid_fit.to_dynamics_fit("sysid-test")
     nominal_env = sim.make("mujoco/fr3-reach", num_envs=1, seed=0)
     nominal_env.reset(seed=0)
