@@ -23,19 +23,26 @@ HELP = "calibrate camera intrinsics, hand-eye, and the sim's arm dynamics (sysid
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="what", metavar="WHAT")
-    for name, help_text in (("intrinsics", "camera intrinsics from ChArUco views"),
-                            ("handeye", "camera pose relative to the hand or the base"),
-                            ("sysid", "fit the sim's joint dynamics to trajectories recorded on the arm")):
+    for name, help_text in (
+        ("intrinsics", "camera intrinsics from ChArUco views"),
+        ("handeye", "camera pose relative to the hand or the base"),
+        ("sysid", "fit the sim's joint dynamics to trajectories recorded on the arm"),
+    ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--out", type=Path, default=None, help="report/result folder (default build/calibration/<what>)")
+        p.add_argument(
+            "--out", type=Path, default=None, help="report/result folder (default build/calibration/<what>)"
+        )
         p.add_argument("--store", type=Path, default=None, help="calibration store folder")
         p.add_argument("--no-store", action="store_true", help="do not write a store record")
         p.add_argument("--robot-serial", default="fr3-sim", help="serial of the arm")
         p.add_argument("--seed", type=int, default=0)
         if name != "sysid":
             p.add_argument("--camera-serial", default="sim-camera", help="serial of the camera")
-            p.add_argument("--board", default="7x5,0.04,0.03,DICT_5X5_100",
-                           help="ChArUco board: COLSxROWS,square_m,marker_m,DICTIONARY")
+            p.add_argument(
+                "--board",
+                default="7x5,0.04,0.03,DICT_5X5_100",
+                help="ChArUco board: COLSxROWS,square_m,marker_m,DICTIONARY",
+            )
             p.add_argument("--sim", action="store_true", help="use rendered ground-truth views")
             p.add_argument("--noise", type=float, default=2.0, help="pixel noise std for --sim")
     intr = sub.choices["intrinsics"]
@@ -48,7 +55,9 @@ def add_arguments(parser) -> None:
     he.add_argument("--poses", type=int, default=None, help="poses to plan with --sim")
     sy = sub.choices["sysid"]
     sy.add_argument("--host", default=None, help="arm (or franka-sim) to record from through franky")
-    sy.add_argument("--sim-arm", action="store_true", help="start franka-sim with a deliberately different FR3")
+    sy.add_argument(
+        "--sim-arm", action="store_true", help="start franka-sim with a deliberately different FR3"
+    )
     sy.add_argument("--recordings", type=Path, nargs="*", default=[], help="fit .npz recordings instead")
     sy.add_argument("--duration", type=float, default=4.0, help="excitation length (s)")
     sy.add_argument("--max-evals", type=int, default=2, help="refinement iterations after the regression")
@@ -124,11 +133,17 @@ def _intrinsics(args, out: Path, say) -> int:
         raise ConfigError("intrinsics needs --images DIR or --sim")
     result, detections = run_intrinsics(images, board, say=say)
     if truth is not None:
-        say(f"ground truth f={truth[0, 0]:.2f}: fx error {100 * (result.fx / truth[0, 0] - 1):+.3f} %, "
-            f"fy error {100 * (result.fy / truth[1, 1] - 1):+.3f} %")
+        say(
+            f"ground truth f={truth[0, 0]:.2f}: fx error {100 * (result.fx / truth[0, 0] - 1):+.3f} %, "
+            f"fy error {100 * (result.fy / truth[1, 1] - 1):+.3f} %"
+        )
     (out / "intrinsics.json").write_text(json.dumps(result.to_dict(), indent=2))
     say(f"report {report.intrinsics_png(result, detections, out / 'intrinsics.png')}")
-    _store(args, intrinsics_record(result, images_hash(images), board, args.camera_serial, args.robot_serial), say)
+    _store(
+        args,
+        intrinsics_record(result, images_hash(images), board, args.camera_serial, args.robot_serial),
+        say,
+    )
     return 0
 
 
@@ -169,8 +184,10 @@ def _handeye(args, out: Path, say) -> int:
         import cv2
 
         images = [cv2.imread(str(args.data / v["image"]))[:, :, ::-1] for v in raw["views"]]
-        tcps = [np.array(v["tcp_in_base"]) if "tcp_in_base" in v else fr3_forward_kinematics(np.array(v["q"]))
-                for v in raw["views"]]
+        tcps = [
+            np.array(v["tcp_in_base"]) if "tcp_in_base" in v else fr3_forward_kinematics(np.array(v["q"]))
+            for v in raw["views"]
+        ]
         k, dist = _load_intrinsics(args)
     else:
         raise ConfigError("handeye needs --data DIR or --sim")
@@ -184,7 +201,11 @@ def _handeye(args, out: Path, say) -> int:
     (out / f"handeye_{args.mode}.json").write_text(json.dumps(result.to_dict(), indent=2))
     say(f"report {report.handeye_png(result, out / f'handeye_{args.mode}.png', errors)}")
     data_hash = images_hash(images, tcps)
-    _store(args, handeye_record(result, data_hash, args.camera_serial, args.robot_serial, args.intrinsics or ""), say)
+    _store(
+        args,
+        handeye_record(result, data_hash, args.camera_serial, args.robot_serial, args.intrinsics or ""),
+        say,
+    )
     return 0
 
 
@@ -201,7 +222,9 @@ def _sysid(args, out: Path, say) -> int:
         from calibration.excitation import ExcitationConfig, plan_excitation, record_excitation
 
         plan = plan_excitation(ExcitationConfig(duration_s=args.duration, seed=args.seed))
-        say(f"excitation: {args.duration:.1f} s, peak joint speeds {np.round(plan.peak_velocity, 2).tolist()} rad/s")
+        say(
+            f"excitation: {args.duration:.1f} s, peak joint speeds {np.round(plan.peak_velocity, 2).tolist()} rad/s"
+        )
         if args.sim_arm:
             from calibration.fr3_dynamics import reality_gap_params, write_variant_mjcf
             from rlinf_robot.robot.franka.sim_server import FrankaSimServer
