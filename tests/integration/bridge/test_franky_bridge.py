@@ -27,13 +27,12 @@ import sys, time, numpy as np
 from rlinf_robot.bridge import BridgeClient
 c = BridgeClient(endpoint=sys.argv[1]).connect()
 c.acquire_lease()
-obs = c.observe(timeout=5)
 actions = np.zeros((60, 7), np.float32)
-actions[:, 0] = 0.02  # joint 1 at ~0.2 rad/s for 6 s
-c.send_chunk(actions, "joint_delta", 10.0, obs=obs)
+actions[:, 0] = 0.02  # joint 1 at ~0.2 rad/s
 print("ready", flush=True)
-while True:
-    time.sleep(1)
+while True:  # a policy loop: a fresh 6 s chunk every 100 ms, until killed
+    c.send_chunk(actions, "joint_delta", 10.0, obs=c.observe(timeout=10))
+    time.sleep(0.1)
 """
 
 

@@ -27,19 +27,20 @@ from tests.integration.robot.probe import RosProbe
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DEADMAN_MS = 100.0
-STOP_MS = 600.0  # the hold is tracked by franka_node at relative_dynamics_factor 0.2: a gentle stop
+STOP_MS = 600.0
+TRANSIENT = ("fault", "no_state", "stale_obs", "late")  # step refusals that say nothing is wrong with us  # the hold is tracked by franka_node at relative_dynamics_factor 0.2: a gentle stop
 
 LEARNER = """
 import sys, time, numpy as np
 from rlinf_robot.bridge import BridgeClient
 c = BridgeClient(endpoint=sys.argv[1]).connect()
 c.acquire_lease()
-obs = c.observe(timeout=10)
-ramp = obs.joint_pos[:7] + np.outer(np.arange(1, 61) * 0.02, np.eye(7)[0])  # joint 1 at 0.2 rad/s
-c.send_chunk(ramp.astype(np.float32), "joint_position", 10.0, obs=obs)
 print("ready", flush=True)
-while True:
-    time.sleep(1)
+while True:  # a policy loop: every 100 ms a fresh 6 s chunk moving joint 1 at 0.2 rad/s, until killed
+    obs = c.observe(timeout=10)
+    ramp = obs.joint_pos[:7] + np.outer(np.arange(1, 61) * 0.02, np.eye(7)[0])
+    c.send_chunk(ramp.astype(np.float32), "joint_position", 10.0, obs=obs)
+    time.sleep(0.1)
 """
 
 
@@ -104,9 +105,9 @@ def _reach(endpoint: str, probe: RosProbe) -> None:
             err = obs["state"][0, sl["goal_minus_tcp"]]
             rot = quat_to_rotvec(quat_multiply(home[3:], quat_conjugate(obs["state"][0, sl["tcp_quat"]])))
             obs, _, terminated, truncated, info = env.step(np.concatenate([err, rot])[None])
-            # franka-sim on a loaded machine may reflex (and franka_node recover): the step is then
-            # refused and reported, never executed late
-            assert all(r["code"] in ("fault", "no_state") for r in info["rejections"][0]), info["rejections"]
+            # on a loaded machine franka-sim may reflex (franka_node recovers) or a step may come too
+            # late: it is then refused and reported, never executed late; the next step goes on
+            assert all(r["code"] in TRANSIENT for r in info["rejections"][0]), info["rejections"]
             if terminated[0] or truncated[0]:
                 break
         assert terminated[0], f"{np.linalg.norm(err) * 1e3:.1f} mm from the goal"
