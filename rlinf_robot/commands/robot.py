@@ -18,7 +18,10 @@ from rlinf_robot.errors import ConfigError
 from rlinf_robot.paths import REPO_ROOT
 
 HELP = "robot PC bring-up: `robot up [--sim]` starts franka-sim (optional) and the ROS 2 nodes"
-CONFIGS = {False: REPO_ROOT / "launch" / "config" / "robot.yaml", True: REPO_ROOT / "launch" / "config" / "sim_robot.yaml"}
+CONFIGS = {
+    False: REPO_ROOT / "launch" / "config" / "robot.yaml",
+    True: REPO_ROOT / "launch" / "config" / "sim_robot.yaml",
+}
 READY = "robot up: ready"
 
 
@@ -26,15 +29,26 @@ def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="robot_command", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start and supervise the robot PC processes")
     up.add_argument("--sim", action="store_true", help="also start a franka-sim server (no arm needed)")
-    up.add_argument("--config", type=Path, help="launch YAML (default: launch/config/robot.yaml or sim_robot.yaml)")
+    up.add_argument(
+        "--config", type=Path, help="launch YAML (default: launch/config/robot.yaml or sim_robot.yaml)"
+    )
     up.add_argument("--namespace", default="franka", help="ROS namespace of the nodes (default: franka)")
     up.add_argument("--robot-ip", help="override franka_node's robot_ip")
-    up.add_argument("--ready-timeout", type=float, default=120.0,
-                    help="seconds to wait for each process to come up (franka-sim may wait for its lock)")
-    up.add_argument("--max-restarts", type=int, default=5, help="restarts of one process per minute before giving up")
+    up.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for each process to come up (franka-sim may wait for its lock)",
+    )
+    up.add_argument(
+        "--max-restarts", type=int, default=5, help="restarts of one process per minute before giving up"
+    )
 
 
 def run(args) -> int:
+    from rlinf_robot.robot.sched import normal_scheduling
+
+    normal_scheduling()  # a supervisor started from a real-time thread must not pass that on
     config = args.config or CONFIGS[bool(args.sim)]
     halt = threading.Event()
 
@@ -60,7 +74,9 @@ def _up(args, config: Path, halt: threading.Event) -> int:
         print(f"robot up: {exc}", file=sys.stderr, flush=True)
         return 2
     env = install_env()
-    env.update({"PYTHONUNBUFFERED": "1", "RCUTILS_COLORIZED_OUTPUT": "0", "RCUTILS_LOGGING_BUFFERED_STREAM": "1"})
+    env.update(
+        {"PYTHONUNBUFFERED": "1", "RCUTILS_COLORIZED_OUTPUT": "0", "RCUTILS_LOGGING_BUFFERED_STREAM": "1"}
+    )
     supervisor = Supervisor(plan, env, max_restarts=args.max_restarts)
     lifecycle = None
     try:

@@ -17,14 +17,19 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from rlinf_robot.robot.sched import set_thread_priority
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 class PeriodicLoop:
-    def __init__(self, rate_hz: float, tick: Callable[[], None], name: str = "periodic-loop"):
+    def __init__(self, rate_hz: float, tick: Callable[[], None], name: str = "periodic-loop", priority: int = 0):
+        """``priority`` > 0 runs the loop thread SCHED_FIFO at that priority (if permitted): the loop
+        sleeps most of each period, and a real-time slot keeps its rate on a loaded machine."""
         if not rate_hz > 0:
             raise ValueError(f"rate_hz must be positive, got {rate_hz}")
+        self.priority = int(priority)
         self.period = 1.0 / rate_hz
         self._tick = tick
         self._name = name
@@ -61,6 +66,9 @@ class PeriodicLoop:
         return fut.result(timeout=timeout_s)  # raises concurrent.futures.TimeoutError
 
     def _run(self) -> None:
+        # Never inherit a policy from the thread that started us (see rlinf_robot.robot.sched).
+        if not set_thread_priority(self.priority) and self.priority > 0:
+            log.warning("%s: no permission for SCHED_FIFO %d; running with normal scheduling", self._name, self.priority)
         next_t = time.monotonic()
         while not self._halt.is_set():
             self._run_ops()

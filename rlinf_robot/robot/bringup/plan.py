@@ -71,23 +71,42 @@ def node_blocks(config: Path) -> list[str]:
     return names
 
 
-def make_plan(config: str | Path, *, sim: bool, namespace: str = "franka", robot_ip: str | None = None,
-              install_dir: Path | None = None) -> list[ChildSpec]:
+def make_plan(
+    config: str | Path,
+    *,
+    sim: bool,
+    namespace: str = "franka",
+    robot_ip: str | None = None,
+    install_dir: Path | None = None,
+) -> list[ChildSpec]:
     config = Path(config).resolve()
     install_dir = Path(install_dir or default_install_dir())
     ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
     children: list[ChildSpec] = []
     if sim:
         sim_service.sim_options(config)  # validate now, not after the nodes started
-        children.append(ChildSpec("franka_sim", [sys.executable, "-m", SIM_MODULE, "--config", str(config)],
-                                  ready_line=sim_service.READY_LINE))
+        children.append(
+            ChildSpec(
+                "franka_sim",
+                [sys.executable, "-m", SIM_MODULE, "--config", str(config)],
+                ready_line=sim_service.READY_LINE,
+            )
+        )
     for name in node_blocks(config):
         spec = NODES.get(name, NodeSpec(name))
         exe = executable(spec.package, spec.executable, install_dir)
         if not exe.exists():
             raise ConfigError(f"{name}: executable {exe} not found; build the ROS workspace (make setup)")
-        argv = [str(exe), "--ros-args", "-r", f"__node:={name}", "-r", f"__ns:={ns or '/'}",
-                "--params-file", str(config)]
+        argv = [
+            str(exe),
+            "--ros-args",
+            "-r",
+            f"__node:={name}",
+            "-r",
+            f"__ns:={ns or '/'}",
+            "--params-file",
+            str(config),
+        ]
         if robot_ip and name == ROBOT_IP_NODE:
             argv += ["-p", f"robot_ip:={robot_ip}"]
         children.append(ChildSpec(name, argv, lifecycle=spec.lifecycle, fqn=f"{ns}/{name}"))

@@ -18,6 +18,7 @@ import time
 from collections import deque
 
 from rlinf_robot.robot.bringup.plan import ChildSpec
+from rlinf_robot.robot.sched import normal_scheduling
 
 _LIBC = ctypes.CDLL("libc.so.6", use_errno=True)  # loaded before any fork
 _PR_SET_PDEATHSIG = 1
@@ -29,6 +30,7 @@ class StartError(RuntimeError):
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    normal_scheduling()
 
 
 class Child:
@@ -56,12 +58,19 @@ class Child:
             self.ready.set()
         try:
             self.proc = subprocess.Popen(
-                self.spec.argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+                self.spec.argv,
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             raise StartError(f"{self.name}: cannot execute {self.spec.argv[0]}: {exc}") from exc
-        self._reader = threading.Thread(target=self._relay, args=(self.proc,), name=f"relay-{self.name}", daemon=True)
+        self._reader = threading.Thread(
+            target=self._relay, args=(self.proc,), name=f"relay-{self.name}", daemon=True
+        )
         self._reader.start()
 
     def _relay(self, proc: subprocess.Popen) -> None:
@@ -80,7 +89,9 @@ class Child:
 
     def describe_exit(self) -> str:
         lines = "\n".join(f"    {line}" for line in list(self.tail)[-15:])
-        return f"{self.name} exited with code {self.returncode()}" + (f"; its last output:\n{lines}" if lines else "")
+        return f"{self.name} exited with code {self.returncode()}" + (
+            f"; its last output:\n{lines}" if lines else ""
+        )
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGINT (a ROS node's clean shutdown), then SIGTERM, then SIGKILL, to the child's group."""
@@ -107,8 +118,14 @@ class Child:
 
 
 class Supervisor:
-    def __init__(self, specs: list[ChildSpec], env: dict[str, str], max_restarts: int = 5,
-                 window_s: float = 60.0, out=None):
+    def __init__(
+        self,
+        specs: list[ChildSpec],
+        env: dict[str, str],
+        max_restarts: int = 5,
+        window_s: float = 60.0,
+        out=None,
+    ):
         self.children = [Child(s, env, out) for s in specs]
         self.max_restarts = max_restarts
         self.window_s = window_s
@@ -124,8 +141,10 @@ class Supervisor:
                 if should_stop():
                     raise StartError("interrupted during start-up")
                 if time.monotonic() > deadline:
-                    raise StartError(f"{child.name} not ready after {ready_timeout_s:g} s "
-                                     f"(waiting for {child.spec.ready_line!r})")
+                    raise StartError(
+                        f"{child.name} not ready after {ready_timeout_s:g} s "
+                        f"(waiting for {child.spec.ready_line!r})"
+                    )
 
     def check_alive(self) -> None:
         for child in self.children:
@@ -142,11 +161,17 @@ class Supervisor:
             while child.restarts and now - child.restarts[0] > self.window_s:
                 child.restarts.popleft()
             if len(child.restarts) >= self.max_restarts:
-                raise StartError(f"{child.name} crashed {self.max_restarts} times within {self.window_s:g} s; "
-                                 f"giving up. {child.describe_exit()}")
+                raise StartError(
+                    f"{child.name} crashed {self.max_restarts} times within {self.window_s:g} s; "
+                    f"giving up. {child.describe_exit()}"
+                )
             child.restarts.append(now)
-            print(f"robot up: {child.describe_exit()}\nrobot up: restarting {child.name} "
-                  f"({len(child.restarts)}/{self.max_restarts})", file=child.out, flush=True)
+            print(
+                f"robot up: {child.describe_exit()}\nrobot up: restarting {child.name} "
+                f"({len(child.restarts)}/{self.max_restarts})",
+                file=child.out,
+                flush=True,
+            )
             child.start()
             restarted.append(child)
         return restarted

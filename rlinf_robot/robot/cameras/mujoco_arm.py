@@ -22,8 +22,15 @@ _TABLE_RGBA = (0.35, 0.38, 0.42, 1.0)
 class MujocoArmCamera(Camera):
     needs_joint_positions = True
 
-    def __init__(self, width: int = 96, height: int = 96, lookat=(0.35, 0.0, 0.3), distance: float = 1.4,
-                 azimuth: float = 145.0, elevation: float = -25.0):
+    def __init__(
+        self,
+        width: int = 96,
+        height: int = 96,
+        lookat=(0.35, 0.0, 0.3),
+        distance: float = 1.4,
+        azimuth: float = 145.0,
+        elevation: float = -25.0,
+    ):
         self.width, self.height = int(width), int(height)
         self.view = (tuple(float(x) for x in lookat), float(distance), float(azimuth), float(elevation))
         self._renderer = None
@@ -40,8 +47,15 @@ class MujocoArmCamera(Camera):
         for geom in spec.geoms:
             if geom.group == _COLLISION_GROUP:
                 geom.rgba = _ARM_RGBA
-        spec.worldbody.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=[1.0, 1.0, 0.01], pos=[0.3, 0.0, -0.01],
-                                group=_COLLISION_GROUP, rgba=_TABLE_RGBA, contype=0, conaffinity=0)
+        spec.worldbody.add_geom(
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[1.0, 1.0, 0.01],
+            pos=[0.3, 0.0, -0.01],
+            group=_COLLISION_GROUP,
+            rgba=_TABLE_RGBA,
+            contype=0,
+            conaffinity=0,
+        )
         model = spec.compile()
         model.vis.headlight.ambient[:] = 0.35
         model.vis.headlight.diffuse[:] = 0.5

@@ -31,6 +31,7 @@ from rlinf_robot.robot.franka.faults import ArmState, FaultStateMachine
 from rlinf_robot.robot.franka.goals import ABSOLUTE_MODES, ARM_JOINTS, Goal, GoalResolver, ee_pose
 from rlinf_robot.robot.franka.gripper import GripperWorker
 from rlinf_robot.robot.franka.link import ArmReading, FrankyLink
+from rlinf_robot.robot.franka.recovery import FaultHandling
 from rlinf_robot.robot.loop import PeriodicLoop
 from rlinf_robot.robot.timing import TimingStats
 from rlinf_robot.safety import ArmAction, EStop, Rejection, SafeAction, SafetyFilter, Watchdog
@@ -54,7 +55,7 @@ class ArmObservation:
     state: ArmState
 
 
-class FrankaArm(Robot):
+class FrankaArm(FaultHandling, Robot):
     name = "franka"
 
     def __init__(self, config: FrankaConfig):
@@ -66,9 +67,14 @@ class FrankaArm(Robot):
         self.faults = FaultStateMachine(config.max_faults, config.fault_window_s)
         self.link = FrankyLink(config.robot_ip, config.realtime, config.relative_dynamics_factor)
         self.gripper = (
-            GripperWorker(config.robot_ip, config.gripper_speed, config.gripper_force,
-                          reconnect_period_s=config.reconnect_period_s)
-            if config.gripper else None
+            GripperWorker(
+                config.robot_ip,
+                config.gripper_speed,
+                config.gripper_force,
+                reconnect_period_s=config.reconnect_period_s,
+            )
+            if config.gripper
+            else None
         )
         self.counters: Counter[str] = Counter()
         self.periods = TimingStats()  # s between successive state reads
@@ -80,7 +86,9 @@ class FrankaArm(Robot):
         self._motion_lock = threading.Lock()
         self._obs: ArmObservation | None = None
         self._listeners: list[Callable[[ArmObservation], None]] = []
-        self._loop = PeriodicLoop(config.control_rate_hz, self._tick, name="franka-arm")
+        self._loop = PeriodicLoop(
+            config.control_rate_hz, self._tick, name="franka-arm", priority=config.loop_priority
+        )
         self._last_sent: np.ndarray | None = None
         self._last_read_t: float | None = None
         self._last_connect_try = -math.inf
@@ -112,8 +120,8 @@ class FrankaArm(Robot):
             except ConnectionError as exc:
                 self.link.close()
                 raise LinkLost(f"{exc} (set gripper: false for an arm without a hand)") from exc
-        self._publish(self.link.read())
         self.faults.fire("connected", f"connected to {self.config.robot_ip}")
+        self._publish(self.link.read())
         self._loop.start()
 
     def disconnect(self) -> None:
@@ -129,8 +137,12 @@ class FrankaArm(Robot):
         if obs is None:
             raise LinkLost("no state received yet: connect() first")
         return {
-            "joint_pos": obs.q, "joint_vel": obs.dq, "ee_pose": obs.ee_pose,
-            "gripper_width": np.array([obs.gripper_width]), "state": obs.state.value, "t": obs.t,
+            "joint_pos": obs.q,
+            "joint_vel": obs.dq,
+            "ee_pose": obs.ee_pose,
+            "gripper_width": np.array([obs.gripper_width]),
+            "state": self.state.value,
+            "t": obs.t,
         }
 
     def send_action(self, action: ArmAction) -> SafeAction | Rejection:
@@ -139,13 +151,17 @@ class FrankaArm(Robot):
     def features(self) -> dict[str, dict[str, Feature]]:
         return {
             "observation": {
-                "joint_pos": Feature((7,), names=ARM_JOINTS), "joint_vel": Feature((7,), names=ARM_JOINTS),
+                "joint_pos": Feature((7,), names=ARM_JOINTS),
+                "joint_vel": Feature((7,), names=ARM_JOINTS),
                 "ee_pose": Feature((7,), names=("x", "y", "z", "qw", "qx", "qy", "qz")),
                 "gripper_width": Feature((1,)),
             },
             "action": {
-                "joint_position": Feature((7,), names=ARM_JOINTS), "joint_delta": Feature((7,), names=ARM_JOINTS),
-                "ee_target": Feature((7,)), "ee_delta": Feature((6,)), "gripper": Feature((1,)),
+                "joint_position": Feature((7,), names=ARM_JOINTS),
+                "joint_delta": Feature((7,), names=ARM_JOINTS),
+                "ee_target": Feature((7,)),
+                "ee_delta": Feature((6,)),
+                "gripper": Feature((1,)),
             },
         }
 
@@ -171,7 +187,9 @@ class FrankaArm(Robot):
         return self.faults.state
 
     # ------------------------------------------------------------------ commands
-    def submit(self, action: ArmAction, wall_stamp: float | None = None, source: str = "command") -> SafeAction | Rejection:
+    def submit(
+        self, action: ArmAction, wall_stamp: float | None = None, source: str = "command"
+    ) -> SafeAction | Rejection:
         """Check a command now and make it the goal the loop tracks; a rejection clears the goal (hold)."""
         self.counters["commands"] += 1
         verdict = self._admit(action, wall_stamp, source)
@@ -196,7 +214,9 @@ class FrankaArm(Robot):
             return Rejection("before_stop", "command was issued before the last stop")
         stamp = now_m - max(age, 0.0)
         if not self.watchdog.is_fresh(stamp, now_m):
-            return Rejection("stale", f"command is {age * 1e3:.0f} ms old (deadman {self.config.deadman_ms:g} ms)")
+            return Rejection(
+                "stale", f"command is {age * 1e3:.0f} ms old (deadman {self.config.deadman_ms:g} ms)"
+            )
         with self._goal_lock:
             if self._goal is not None and self._goal.source == "home" and source != "home":
                 return Rejection("homing", "the arm is homing; wait for it to finish")
@@ -204,8 +224,12 @@ class FrankaArm(Robot):
         safe = self.resolver.check(action, obs.q_d, obs.gripper_width)
         if not safe:
             return safe
-        goal_action = action if action.mode in ABSOLUTE_MODES else ArmAction(safe.mode, safe.target, safe.gripper)
-        goal = Goal(goal_action, stamp, wall_stamp, self.estop.generation, expires=source != "home", source=source)
+        goal_action = (
+            action if action.mode in ABSOLUTE_MODES else ArmAction(safe.mode, safe.target, safe.gripper)
+        )
+        goal = Goal(
+            goal_action, stamp, wall_stamp, self.estop.generation, expires=source != "home", source=source
+        )
         self.watchdog.feed(stamp)
         with self._goal_lock:
             self._goal = goal
@@ -256,13 +280,20 @@ class FrankaArm(Robot):
         out: dict[str, Any] = {**self.faults.snapshot(), **self.counters}
         out.update({f"filter_{k}": v for k, v in self.safety.snapshot().items()})
         out.update({"overruns": self._loop.overruns, "tick_errors": self._loop.tick_errors})
-        out.update({
-            "estop_latched": self.estop.latched, "estop_reason": self.estop.reason,
-            "deadman_trips": self.watchdog.trips, "goal": self._goal.source if self._goal else "none",
-            "control_rate_hz": self.config.control_rate_hz, "relative_dynamics_factor": self.dynamics_factor,
-            "period_p50_ms": p50 * 1e3, "period_p99_ms": p99 * 1e3,
-            "command_latency_p50_ms": l50 * 1e3, "command_latency_p99_ms": l99 * 1e3,
-        })
+        out.update(
+            {
+                "estop_latched": self.estop.latched,
+                "estop_reason": self.estop.reason,
+                "deadman_trips": self.watchdog.trips,
+                "goal": self._goal.source if self._goal else "none",
+                "control_rate_hz": self.config.control_rate_hz,
+                "relative_dynamics_factor": self.dynamics_factor,
+                "period_p50_ms": p50 * 1e3,
+                "period_p99_ms": p99 * 1e3,
+                "command_latency_p50_ms": l50 * 1e3,
+                "command_latency_p99_ms": l99 * 1e3,
+            }
+        )
         if self.gripper is not None:
             out.update({"gripper_connected": self.gripper.connected, "gripper_width": self.gripper.width})
         return out
@@ -300,8 +331,16 @@ class FrankaArm(Robot):
             self.periods.add(reading.t - self._last_read_t)
         self._last_read_t = reading.t
         width = self.gripper.width if self.gripper is not None else math.nan
-        obs = ArmObservation(reading.t, time.time(), reading.q, reading.dq, reading.q_d,
-                             ee_pose(reading.q, self.safety.limits.tcp_offset), width, self.faults.state)
+        obs = ArmObservation(
+            reading.t,
+            time.time(),
+            reading.q,
+            reading.dq,
+            reading.q_d,
+            ee_pose(reading.q, self.safety.limits.tcp_offset),
+            width,
+            self.faults.state,
+        )
         self._obs = obs
         for fn in self._listeners:
             try:
@@ -328,8 +367,12 @@ class FrankaArm(Robot):
             self.counters["rejected"] += 1
             return
         target, safe = result
-        if (goal.source == "home" and np.max(np.abs(target - self._home_q)) < 1e-9
-                and np.max(np.abs(reading.q - self._home_q)) < self.config.home_tolerance):
+        if (
+            goal.source == "home"
+            and np.max(np.abs(target - self._home_q)) < 1e-9  # the filter let the home pose through ...
+            and np.max(np.abs(reading.q_d - self._home_q)) < 1e-6  # ... the motion generator got there ...
+            and np.max(np.abs(reading.q - self._home_q)) < self.config.home_tolerance  # ... and the arm too
+        ):
             self._drop(goal, "homed")
             self._home_done.set()
             return
@@ -346,11 +389,11 @@ class FrankaArm(Robot):
                     self._on_link_lost(exc)
                     return
                 self._last_sent = target
-        if not goal.applied:
+        if not goal.applied:  # first time this goal reaches the arm
             goal.applied = True
             self.latency.add(time.time() - goal.wall_stamp)
-        if safe.gripper is not None and self.gripper is not None:
-            self.gripper.move(safe.gripper)
+            if safe.gripper is not None and self.gripper is not None:
+                self.gripper.move(safe.gripper)
 
     def _drop(self, goal: Goal, why: str) -> None:
         self.counters[why] += 1
@@ -362,95 +405,9 @@ class FrankaArm(Robot):
         with self._goal_lock:
             self._goal = None
 
-    # ------------------------------------------------------------------ faults
-    def _on_reflex(self, exc: Exception) -> None:
-        self.counters["reflexes"] += 1
-        self._clear_goal()
-        self._last_sent = None
-        self.faults.fire("reflex", str(exc).splitlines()[0][:200])
-
-    def _recover_now(self) -> bool:
-        self._last_recovery_try = time.monotonic()
-        self.faults.fire("recovering", "recover_from_errors")
-        try:
-            ok = self.link.recover() and not self.link.has_errors()
-        except ReflexError as exc:
-            ok, cause = False, str(exc)
-        except LinkLost as exc:
-            self._on_link_lost(exc)
-            return False
-        else:
-            cause = "recover_from_errors succeeded" if ok else "recover_from_errors returned false"
-        if not ok:
-            self.counters["recoveries_failed"] += 1
-            self.faults.fire("recovery_failed", cause)
-            return False
-        self.counters["recoveries"] += 1
-        self._last_sent = None
-        self.faults.fire("recovered", cause)
-        if self.config.rehome_on_recover and self.faults.state is ArmState.ACTIVE:
-            self._home_done.clear()
-            self.submit(ArmAction("joint_position", self._home_q), source="home")
-        return True
-
-    def _on_link_lost(self, exc: Exception) -> None:
-        self.counters["link_lost"] += 1
-        self._clear_goal()
-        self._last_sent = None
-        self._last_read_t = None
-        self.link.close()
-        self._last_connect_try = time.monotonic()
-        self.faults.fire("link_lost", str(exc).splitlines()[0][:200])
-
-    def _try_reconnect(self) -> None:
-        now = time.monotonic()
-        if now - self._last_connect_try < self.config.reconnect_period_s:
-            return
-        self._last_connect_try = now
-        try:
-            self.link.connect()
-            if self.link.has_errors():
-                self.link.recover()
-            reading = self.link.read()
-        except (LinkLost, ReflexError) as exc:
-            log.debug("reconnect failed: %s", exc)
-            self.link.close()
-            return
-        self.counters["reconnects"] += 1
-        self._publish(reading)
-        self.faults.fire("connected", f"reconnected to {self.config.robot_ip}")
-
     # ------------------------------------------------------------------ operations run by the loop
     def _in_loop(self, fn: Callable[[], tuple[bool, str]], timeout_s: float) -> tuple[bool, str]:
         try:
             return self._loop.call(fn, timeout_s)
         except concurrent.futures.TimeoutError:
             return False, f"the control loop did not run the request within {timeout_s:g} s"
-
-    def _do_reset(self) -> tuple[bool, str]:
-        self.estop.reset()
-        self._clear_goal()
-        self.watchdog.reset()
-        if self.link.connected:
-            try:
-                if self.link.has_errors() and not self.link.recover():
-                    return False, "recover_from_errors failed; the arm is still faulted"
-            except (ReflexError, LinkLost) as exc:
-                return False, f"reset failed: {exc}"
-        self._last_sent = None
-        state = self.faults.fire("reset", "operator reset")
-        return True, f"reset: arm is {state.value}"
-
-    def _do_recover(self) -> tuple[bool, str]:
-        state = self.faults.state
-        if state in (ArmState.LATCHED, ArmState.ESTOP):
-            return False, f"the arm is {state.value}: only reset clears it"
-        if state is ArmState.DISCONNECTED:
-            return False, "no link to the arm; reconnecting"
-        if state in (ArmState.REFLEX, ArmState.RECOVERING):
-            ok = self._recover_now()
-            return ok, f"arm is {self.faults.state.value}"
-        if self.link.has_errors():
-            ok = self.link.recover()
-            return ok, "recovered" if ok else "recover_from_errors failed"
-        return True, f"nothing to recover: arm is {state.value}"

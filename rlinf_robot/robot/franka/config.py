@@ -33,6 +33,14 @@ def _positive_int(key: str, v: Any) -> None:
         raise ConfigError(f"franka config: {key} must be an integer >= 1, got {v!r}")
 
 
+def _int_range(lo: int, hi: int):
+    def check(key: str, v: Any) -> None:
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            raise ConfigError(f"franka config: {key} must be an integer in [{lo}, {hi}], got {v!r}")
+
+    return check
+
+
 def _string(key: str, v: Any) -> None:
     if not isinstance(v, str):
         raise ConfigError(f"franka config: {key} must be a string, got {v!r}")
@@ -56,6 +64,7 @@ VALIDATORS = {
     "relative_dynamics_factor": _range(0.0, 1.0, lo_open=True),
     "deadman_ms": _range(1.0, 10_000.0),
     "realtime": _boolean,
+    "loop_priority": _int_range(0, 98),
     "gripper": _boolean,
     "gripper_speed": _range(0.0, 0.2, lo_open=True),
     "gripper_force": _range(0.0, 140.0, lo_open=True),
@@ -83,6 +92,10 @@ class FrankaConfig:
     deadman_ms: float = 200.0
     #: Enforce a real-time kernel (franky ``RealtimeConfig.Enforce``); off for simulators.
     realtime: bool = False
+    #: SCHED_FIFO priority of the control loop thread (0 = normal scheduling). It sleeps most of
+    #: each period; a real-time slot keeps the state stream at rate on a loaded machine. franky's
+    #: own 1 kHz thread runs at 99.
+    loop_priority: int = 0
     gripper: bool = True
     gripper_speed: float = 0.1
     gripper_force: float = 20.0
@@ -112,9 +125,17 @@ class FrankaConfig:
         if unknown and strict:
             raise ConfigError(f"franka config: unknown key(s) {unknown}; known: {sorted(known)}")
         values = {k: v for k, v in params.items() if k in known}
-        for key in ("control_rate_hz", "relative_dynamics_factor", "deadman_ms", "gripper_speed",
-                    "gripper_force", "home_tolerance", "fault_window_s", "connect_timeout_s",
-                    "reconnect_period_s"):
+        for key in (
+            "control_rate_hz",
+            "relative_dynamics_factor",
+            "deadman_ms",
+            "gripper_speed",
+            "gripper_force",
+            "home_tolerance",
+            "fault_window_s",
+            "connect_timeout_s",
+            "reconnect_period_s",
+        ):
             if isinstance(values.get(key), int) and not isinstance(values.get(key), bool):
                 values[key] = float(values[key])
         return cls(**values, extra={k: params[k] for k in unknown})

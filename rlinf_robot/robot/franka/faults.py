@@ -65,7 +65,9 @@ class Transition:
 
 
 class FaultStateMachine:
-    def __init__(self, max_faults: int = 3, window_s: float = 30.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, max_faults: int = 3, window_s: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ):
         if max_faults < 1 or window_s <= 0:
             raise ValueError("max_faults must be >= 1 and window_s > 0")
         self.max_faults = max_faults

@@ -85,13 +85,19 @@ class GoalResolver:
             return safe.target
         ik = solve_ik(safe.target, q_base, self.limits.tcp_offset)
         if not ik.converged and (ik.position_error > IK_TOLERANCE[0] or ik.rotation_error > IK_TOLERANCE[1]):
-            return Rejection("ik_failed", f"no joint solution within {IK_TOLERANCE} (err {ik.position_error:.2e} m)")
+            return Rejection(
+                "ik_failed", f"no joint solution within {IK_TOLERANCE} (err {ik.position_error:.2e} m)"
+            )
         if np.any(ik.q < self.limits.q_lo) or np.any(ik.q > self.limits.q_hi):
             bad = np.flatnonzero((ik.q < self.limits.q_lo) | (ik.q > self.limits.q_hi)) + 1
-            return Rejection("joint_limit", f"the EE target needs joint(s) {bad.tolist()} beyond their limits")
+            return Rejection(
+                "joint_limit", f"the EE target needs joint(s) {bad.tolist()} beyond their limits"
+            )
         return ik.q
 
-    def resolve(self, goal: Goal, q_base: np.ndarray, gripper_width: float) -> tuple[np.ndarray, SafeAction] | Rejection:
+    def resolve(
+        self, goal: Goal, q_base: np.ndarray, gripper_width: float
+    ) -> tuple[np.ndarray, SafeAction] | Rejection:
         safe = self.check(goal.action, q_base, gripper_width)
         if not safe:
             return safe

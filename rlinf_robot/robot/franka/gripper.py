@@ -13,6 +13,8 @@ import threading
 import time
 from collections import Counter
 
+from rlinf_robot.robot.sched import keep_scheduling, normal_scheduling
+
 log = logging.getLogger(__name__)
 
 #: A new move closer than this to the last one issued is the same command (m).
@@ -20,8 +22,14 @@ _SAME_WIDTH = 1e-3
 
 
 class GripperWorker:
-    def __init__(self, host: str, speed: float = 0.1, force: float = 20.0, poll_hz: float = 20.0,
-                 reconnect_period_s: float = 0.5):
+    def __init__(
+        self,
+        host: str,
+        speed: float = 0.1,
+        force: float = 20.0,
+        poll_hz: float = 20.0,
+        reconnect_period_s: float = 0.5,
+    ):
         self.host = host
         self.speed = speed
         self.force = force
@@ -69,7 +77,8 @@ class GripperWorker:
         import franky
 
         try:
-            self._gripper = franky.Gripper(self.host)
+            with keep_scheduling():
+                self._gripper = franky.Gripper(self.host)
             state = self._gripper.state
         except Exception as exc:
             log.debug("gripper connect failed: %s", exc)
@@ -84,6 +93,7 @@ class GripperWorker:
         return True
 
     def _run(self) -> None:
+        normal_scheduling()
         while not self._stop.is_set():
             if self._gripper is None:
                 if not self._try_connect():

@@ -48,7 +48,9 @@ def _rotvec_from_matrix(r: np.ndarray) -> np.ndarray:
 
 def pose_error(t_target: np.ndarray, t_now: np.ndarray) -> np.ndarray:
     """6-vector: translation error (m) and rotation vector (rad), both in the base frame."""
-    return np.concatenate([t_target[:3, 3] - t_now[:3, 3], _rotvec_from_matrix(t_target[:3, :3] @ t_now[:3, :3].T)])
+    return np.concatenate(
+        [t_target[:3, 3] - t_now[:3, 3], _rotvec_from_matrix(t_target[:3, :3] @ t_now[:3, :3].T)]
+    )
 
 
 def _frames(q: np.ndarray, tcp_offset: float) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +68,12 @@ def _frames(q: np.ndarray, tcp_offset: float) -> tuple[np.ndarray, np.ndarray]:
 def _dh(a: float, d: float, alpha: float, theta: float) -> np.ndarray:
     ct, st, ca, sa = np.cos(theta), np.sin(theta), np.cos(alpha), np.sin(alpha)
     return np.array(
-        [[ct, -st, 0.0, a], [st * ca, ct * ca, -sa, -sa * d], [st * sa, ct * sa, ca, ca * d], [0.0, 0.0, 0.0, 1.0]]
+        [
+            [ct, -st, 0.0, a],
+            [st * ca, ct * ca, -sa, -sa * d],
+            [st * sa, ct * sa, ca, ca * d],
+            [0.0, 0.0, 0.0, 1.0],
+        ]
     )
 
 

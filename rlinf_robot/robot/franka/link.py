@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlinf_robot.errors import LinkLost, MissingDependency, ReflexError
+from rlinf_robot.robot.sched import keep_scheduling
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ class FrankyLink:
         franky = _franky()
         rt = franky.RealtimeConfig.Enforce if self.realtime else franky.RealtimeConfig.Ignore
         try:
-            robot = franky.Robot(self.host, realtime_config=rt)
+            with keep_scheduling():  # libfranka's constructor makes the calling thread SCHED_FIFO 99
+                robot = franky.Robot(self.host, realtime_config=rt)
             robot.relative_dynamics_factor = self._factor
         except Exception as exc:  # franky raises several unrelated types for "nobody there"
             raise LinkLost(f"cannot connect to the arm at {self.host}: {exc}") from exc

@@ -160,8 +160,12 @@ class FrankaSimServer:
         # would block its 1 kHz state thread.
         with open(self.log_path, mode) as logf:
             self.process = subprocess.Popen(
-                cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_parent if self.die_with_parent else None,
+                cmd,
+                env=env,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_child_setup_with_parent_death if self.die_with_parent else _child_setup,
             )
 
     def _wait_port_open(self) -> None:
@@ -213,8 +217,15 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _child_setup() -> None:  # runs in the child between fork and exec
+    # A simulator must never inherit SCHED_FIFO from a thread libfranka raised (see robot.sched).
+    if os.sched_getscheduler(0) != os.SCHED_OTHER:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
+def _child_setup_with_parent_death() -> None:
     import ctypes
 
+    _child_setup()
     pr_set_pdeathsig = 1
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)

@@ -32,7 +32,12 @@ from rlinf_robot.robot.franka.sim_server import FrankaSimError, FrankaSimServer
 
 BLOCK = "franka_sim"
 READY_LINE = "franka-sim ready"
-_DEFAULTS: dict[str, Any] = {"gripper": True, "enforce_motion_limits": False, "joint_damping": None, "extra_args": []}
+_DEFAULTS: dict[str, Any] = {
+    "gripper": True,
+    "enforce_motion_limits": False,
+    "joint_damping": None,
+    "extra_args": [],
+}
 
 
 def sim_options(config: str | Path) -> dict[str, Any]:
@@ -64,12 +69,16 @@ def make_server(opts: dict[str, Any]) -> FrankaSimServer:
     env = {}
     if opts["joint_damping"] is not None:
         damping = opts["joint_damping"]
-        env["FR3_JOINT_DAMPING"] = ",".join(str(v) for v in (damping if isinstance(damping, list) else [damping]))
+        env["FR3_JOINT_DAMPING"] = ",".join(
+            str(v) for v in (damping if isinstance(damping, list) else [damping])
+        )
     return FrankaSimServer(extra_args=args, env=env, gripper=opts["gripper"], die_with_parent=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlinf_robot.robot.franka.sim_service", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m rlinf_robot.robot.franka.sim_service", description=__doc__
+    )
     parser.add_argument("--config", required=True, help="launch YAML with a franka_sim block")
     args = parser.parse_args(argv)
     try:

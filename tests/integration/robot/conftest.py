@@ -4,6 +4,7 @@ domain, with bounded waits."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ import pytest
 import yaml
 
 from rlinf_robot.paths import REPO_ROOT
+from rlinf_robot.robot.sched import normal_scheduling
 from tests.integration.robot.probe import RosProbe
 
 INSTALL = REPO_ROOT / "ros_ws" / "install" / "rlinf_ros" / "lib" / "rlinf_ros"
@@ -45,6 +47,11 @@ def derived_config(tmp_dir: Path, name: str, keep: set[str], edits: dict[str, di
     path = tmp_dir / name
     path.write_text(yaml.safe_dump(out, sort_keys=False))
     return path
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    normal_scheduling()  # this test process may have run franky (see rlinf_robot.robot.sched)
 
 
 def descendants(pid: int) -> set[int]:
@@ -81,6 +88,7 @@ class RobotUp:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rlinf_robot.cli", "robot", "up", *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_die_with_parent,  # a killed test run must not leave a stack holding the sim lock
         )
         self._cond = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()

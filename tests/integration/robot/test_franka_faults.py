@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from tests.integration.robot.conftest import RobotUp, derived_config
-from tests.integration.robot.probe import wait_until
+from tests.integration.robot.probe import wait_until, within
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SLOW, FAST = 0.2, 1.0
+HOME = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])
 JOINT1 = np.array([1.0, 0, 0, 0, 0, 0, 0])
 
 
@@ -25,7 +26,8 @@ JOINT1 = np.array([1.0, 0, 0, 0, 0, 0, 0])
 def faulty(tmp_path_factory, probe):
     config = derived_config(tmp_path_factory.mktemp("faults"), "faults.yaml", {"franka_sim", "franka_node"}, {
         "franka_sim": {"enforce_motion_limits": True, "gripper": False},
-        "franka_node": {"control_rate_hz": 50.0, "max_faults": 4, "fault_window_s": 120.0, "gripper": False},
+        "franka_node": {"control_rate_hz": 50.0, "max_faults": 4, "fault_window_s": 120.0, "gripper": False,
+                        "rehome_on_recover": True},
     })
     up = RobotUp("--sim", "--config", str(config))
     try:
@@ -41,22 +43,24 @@ def set_factor(probe, value: float) -> None:
     assert result.successful, result.reason
 
 
-def test_too_fast_command_reflexes_and_recovers_automatically(faulty):
+def test_too_fast_command_reflexes_recovers_rehomes_and_accepts_commands(faulty):
     arm = faulty
+    away = HOME + np.array([0, 0, 0, 0.1, 0, 0, 0])
+    assert wait_until(lambda: within(arm.q(), away, 1e-3), 20, action=lambda: arm.send_joints(away))
     reflexes = arm.count("reflexes")
-    q0 = arm.q()
     set_factor(arm, FAST)
     try:
-        target = q0 + 0.5 * JOINT1
+        target = away + 0.5 * JOINT1
         assert wait_until(lambda: arm.count("reflexes") > reflexes, 15, action=lambda: arm.send_joints(target)), arm.diag
     finally:
         set_factor(arm, SLOW)
-    assert "reflex" in arm.diag["last_cause"] or int(arm.diag.get("ACTIVE->REFLEX", "0")) >= 1
-    assert wait_until(lambda: arm.state() == "ACTIVE" and arm.count("recoveries") >= 1, 15), arm.diag
+    assert int(arm.diag.get("ACTIVE->REFLEX", "0")) >= 1
+    assert wait_until(lambda: arm.count("recoveries") >= 1, 15), arm.diag
+    # rehome_on_recover: the arm goes back home by itself, then takes commands again
+    assert wait_until(lambda: within(arm.q(), HOME, 2e-3) and arm.state() == "ACTIVE", 30), arm.diag
     assert int(arm.fresh_diag().get("RECOVERING->ACTIVE", "0")) >= 1
-    # ... and it accepts commands again
-    target = arm.q() + 0.05 * JOINT1
-    assert wait_until(lambda: np.max(np.abs(arm.q() - target)) < 1e-3, 20, action=lambda: arm.send_joints(target))
+    target = HOME + 0.05 * JOINT1
+    assert wait_until(lambda: within(arm.q(), target, 1e-3), 30, action=lambda: arm.send_joints(target))
 
 
 def test_repeated_reflexes_latch_until_reset(faulty):
@@ -73,7 +77,7 @@ def test_repeated_reflexes_latch_until_reset(faulty):
     ignored = arm.count("rejected_not_active")
     q_latched = arm.q()
     nudge = q_latched + 0.05 * JOINT1
-    assert not wait_until(lambda: np.max(np.abs(arm.q() - q_latched)) > 1e-3, 0.6, action=lambda: arm.send_joints(nudge))
+    assert not wait_until(lambda: not within(arm.q(), q_latched, 1e-3), 0.6, action=lambda: arm.send_joints(nudge))
     assert wait_until(lambda: arm.count("rejected_not_active") > ignored, 5)
     assert arm.fresh_diag()["state"] == "LATCHED"
     resp = arm.trigger("recover")
@@ -81,4 +85,4 @@ def test_repeated_reflexes_latch_until_reset(faulty):
     resp = arm.trigger("reset")
     assert resp.success, resp.message
     assert wait_until(lambda: arm.state() == "ACTIVE", 10)
-    assert wait_until(lambda: np.max(np.abs(arm.q() - nudge)) < 1e-3, 20, action=lambda: arm.send_joints(nudge))
+    assert wait_until(lambda: within(arm.q(), nudge, 1e-3), 20, action=lambda: arm.send_joints(nudge))

@@ -14,6 +14,7 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, Si
 from rclpy.node import Node
 
 from rlinf_robot.errors import ConfigError
+from rlinf_robot.robot.sched import normal_scheduling
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads: int = 1) -> int:
@@ -23,6 +24,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
     supervisor (``ros2 launch``, ``rlinf-robot robot up``) reports a clear start-up failure.
     """
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(levelname)s: %(message)s")
+    normal_scheduling()  # before rclpy/DDS create their threads (see rlinf_robot.robot.sched)
     rclpy.init(args=args if args is not None else sys.argv)
     executor = MultiThreadedExecutor(num_threads=threads) if threads > 1 else SingleThreadedExecutor()
     node = None
