@@ -102,8 +102,9 @@ class AllowList:
 class ServerSecurity:
     """Starts the ZAP authenticator and configures a server socket for CURVE."""
 
-    def __init__(self, context: zmq.Context, keys: CurveServerKeys,
-                 on_refused: Callable[[str], None] | None = None):
+    def __init__(
+        self, context: zmq.Context, keys: CurveServerKeys, on_refused: Callable[[str], None] | None = None
+    ):
         self.public, self._secret = load_keypair(keys.secret_file)
         self.allow = AllowList(keys.authorized_dir, on_refused)
         self.auth = ThreadAuthenticator(context, log=logging.getLogger("rlinf_robot.bridge.zap"))

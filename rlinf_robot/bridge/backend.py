@@ -61,8 +61,9 @@ class KinematicArm:
     ``(monotonic_ns, kind, payload)`` for every apply / hold / stop.
     """
 
-    def __init__(self, q0: np.ndarray | None = None, images: dict[str, np.ndarray] | None = None,
-                 instruction: str = ""):
+    def __init__(
+        self, q0: np.ndarray | None = None, images: dict[str, np.ndarray] | None = None, instruction: str = ""
+    ):
         self._lock = threading.Lock()
         self._q = np.array(FR3_HOME if q0 is None else q0, dtype=np.float64)
         self._qd = np.zeros(7)
@@ -85,8 +86,15 @@ class KinematicArm:
             q, qd, g, pose = self._q.copy(), self._qd.copy(), self._gripper, self._pose
         now = time.monotonic_ns()
         return Observation(
-            seq=0, stamp_ns=now, joint_pos=q, joint_vel=qd, ee_pose=pose, gripper_width=g,
-            images=self.images, instruction=self.instruction, stale=list(self.stale),
+            seq=0,
+            stamp_ns=now,
+            joint_pos=q,
+            joint_vel=qd,
+            ee_pose=pose,
+            gripper_width=g,
+            images=self.images,
+            instruction=self.instruction,
+            stale=list(self.stale),
             hops={"obs_captured": time.time_ns()},
         )
 

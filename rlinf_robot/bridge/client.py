@@ -99,8 +99,10 @@ class BridgeClient:
         with self._link_cond:
             if not self._link_cond.wait_for(lambda: self._epoch > 0, self.config.connect_timeout_s):
                 self.close()
-                raise BridgeTimeout(f"no answer from the robot at {self.config.endpoint} "
-                                    f"within {self.config.connect_timeout_s} s")
+                raise BridgeTimeout(
+                    f"no answer from the robot at {self.config.endpoint} "
+                    f"within {self.config.connect_timeout_s} s"
+                )
             self._seen_epoch = self._epoch
         return self
 
@@ -191,8 +193,12 @@ class BridgeClient:
     def status(self) -> Status:
         return self.command("status")
 
-    def observe(self, timeout: float | None = None, after_seq: int | None = None,
-                predicate: Callable[[Observation], bool] | None = None) -> Observation:
+    def observe(
+        self,
+        timeout: float | None = None,
+        after_seq: int | None = None,
+        predicate: Callable[[Observation], bool] | None = None,
+    ) -> Observation:
         """The newest observation newer than the last one returned (or than ``after_seq``) that
         satisfies ``predicate``; waits up to ``timeout`` s, else ``BridgeTimeout``."""
         timeout = timeout or self.config.request_timeout_s
@@ -209,9 +215,17 @@ class BridgeClient:
         self._returned_seq = self._latest.seq
         return self._latest
 
-    def send_chunk(self, actions: np.ndarray, mode: str, rate_hz: float, obs: Observation | None = None,
-                   gripper: bool = False, align: bool = False, first_action_time_ns: int = 0,
-                   policy_version: int = 0) -> int:
+    def send_chunk(
+        self,
+        actions: np.ndarray,
+        mode: str,
+        rate_hz: float,
+        obs: Observation | None = None,
+        gripper: bool = False,
+        align: bool = False,
+        first_action_time_ns: int = 0,
+        policy_version: int = 0,
+    ) -> int:
         """Send ``actions[H, D]`` computed from ``obs`` (default: the newest observation); returns the
         chunk's seq. Does not wait: a drop or refusal arrives later in ``errors`` (``ref_seq``)."""
         self._check_link()
@@ -224,9 +238,18 @@ class BridgeClient:
         arr = np.asarray(actions)
         if arr.dtype not in (np.float32, np.float64):
             arr = arr.astype(np.float32)
-        chunk = ActionChunk(seq=seq, obs_seq=obs.seq, policy_version=policy_version, control_mode=mode,
-                            rate_hz=float(rate_hz), actions=arr, gripper=gripper,
-                            first_action_time_ns=int(first_action_time_ns), hops=hops, align=align)
+        chunk = ActionChunk(
+            seq=seq,
+            obs_seq=obs.seq,
+            policy_version=policy_version,
+            control_mode=mode,
+            rate_hz=float(rate_hz),
+            actions=arr,
+            gripper=gripper,
+            first_action_time_ns=int(first_action_time_ns),
+            hops=hops,
+            align=align,
+        )
         self._send(chunk)
         return seq
 
@@ -327,8 +350,12 @@ class BridgeClient:
                 if now >= next_beat:
                     seq += 1
                     try:
-                        sock.send(encode(Heartbeat(seq=seq, stamp_ns=time.monotonic_ns(), sender=self.client_id))[0],
-                                  zmq.NOBLOCK)
+                        sock.send(
+                            encode(Heartbeat(seq=seq, stamp_ns=time.monotonic_ns(), sender=self.client_id))[
+                                0
+                            ],
+                            zmq.NOBLOCK,
+                        )
                         sent_at = now
                     except zmq.Again:
                         pass  # not connected: nothing queues (IMMEDIATE)
@@ -362,5 +389,9 @@ class BridgeClient:
                 self._epoch += 1
             self._link_cond.notify_all()
         if (self._epoch > 1 or not up) and not self._stop.is_set():
-            log.log(logging.INFO if up else logging.WARNING, "link to %s %s", self.config.endpoint,
-                    "restored" if up else "lost")
+            log.log(
+                logging.INFO if up else logging.WARNING,
+                "link to %s %s",
+                self.config.endpoint,
+                "restored" if up else "lost",
+            )

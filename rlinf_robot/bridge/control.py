@@ -50,8 +50,11 @@ class ControlMixin:
         self._link_lost = True
         self._hold("deadman")
         self.events.add("deadman", last_feed_ns=self._last_feed_ns, holder=self.lease.holder)
-        log.warning("deadman: no heartbeat or chunk from %s for %.0f ms; holding",
-                    self.lease.holder, (time.monotonic_ns() - self._last_feed_ns) / 1e6)
+        log.warning(
+            "deadman: no heartbeat or chunk from %s for %.0f ms; holding",
+            self.lease.holder,
+            (time.monotonic_ns() - self._last_feed_ns) / 1e6,
+        )
         self._broadcast_status("deadman: link to the lease holder lost")
 
     def _hold(self, reason: str) -> None:
@@ -92,7 +95,9 @@ class ControlMixin:
         if state is None:
             self._count("steps_no_state")
             self._hold("no_state")
-            self._reply_holder(Error(code="no_state", message="no fresh robot state; holding", ref_seq=plan.seq))
+            self._reply_holder(
+                Error(code="no_state", message="no fresh robot state; holding", ref_seq=plan.seq)
+            )
             return
         width = CONTROL_MODE_WIDTH[plan.mode]
         row = due.row
@@ -102,8 +107,14 @@ class ControlMixin:
             self._count("steps_rejected")
             self._hold("unsafe")
             self.events.add("step_rejected", seq=plan.seq, step=due.index, reason=decision.reason)
-            self._reply_holder(Error(code="unsafe", message=f"step {due.index}: {decision.reason}: {decision.detail}",
-                                     field="$.actions", ref_seq=plan.seq))
+            self._reply_holder(
+                Error(
+                    code="unsafe",
+                    message=f"step {due.index}: {decision.reason}: {decision.detail}",
+                    field="$.actions",
+                    ref_seq=plan.seq,
+                )
+            )
             return
         if not self._safe_backend(self.backend.apply, decision):
             self._hold("backend_error")
@@ -114,4 +125,3 @@ class ControlMixin:
             plan.hops["action_applied"] = time.time_ns()
             self.latency.record(plan.hops)
         plan.applied += 1
-

@@ -24,9 +24,16 @@ from rlinf_robot.safety import RobotState, SafeAction, SafetyLimits
 
 
 class FrankyBackend:
-    def __init__(self, host: str = "127.0.0.1", dynamics_factor: float = 0.2, hold_dynamics_factor: float = 0.6,
-                 home_q: np.ndarray | None = None, limits: SafetyLimits | None = None, instruction: str = "",
-                 home_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        dynamics_factor: float = 0.2,
+        hold_dynamics_factor: float = 0.6,
+        home_q: np.ndarray | None = None,
+        limits: SafetyLimits | None = None,
+        instruction: str = "",
+        home_timeout_s: float = 30.0,
+    ):
         try:
             from franky import JointMotion, RealtimeConfig, Robot
         except ImportError as e:
@@ -61,14 +68,21 @@ class FrankyBackend:
             q, dq = self._read()
         except Exception:
             return None
-        return Observation(seq=0, stamp_ns=time.monotonic_ns(), joint_pos=q, joint_vel=dq,
-                           ee_pose=tcp_pose(q, self.limits.tcp_offset), instruction=self.instruction,
-                           hops={"obs_captured": time.time_ns()})
+        return Observation(
+            seq=0,
+            stamp_ns=time.monotonic_ns(),
+            joint_pos=q,
+            joint_vel=dq,
+            ee_pose=tcp_pose(q, self.limits.tcp_offset),
+            instruction=self.instruction,
+            hops={"obs_captured": time.time_ns()},
+        )
 
     # -- moving
     def _move(self, q: np.ndarray, factor: float) -> None:
-        motion = self._JointMotion([float(x) for x in q], relative_dynamics_factor=factor,
-                                   return_when_finished=False)
+        motion = self._JointMotion(
+            [float(x) for x in q], relative_dynamics_factor=factor, return_when_finished=False
+        )
         with self._lock:
             try:
                 self.robot.move(motion, asynchronous=True)

@@ -46,8 +46,15 @@ class _Sample:
 class StreamBackend:
     ARM = "joint_states"
 
-    def __init__(self, sinks: CommandSinks, cameras: list[str] = (), state_max_age_s: float = 0.1,
-                 camera_max_age_s: float = 0.5, target_hold_s: float = 0.5, instruction: str = ""):
+    def __init__(
+        self,
+        sinks: CommandSinks,
+        cameras: list[str] = (),
+        state_max_age_s: float = 0.1,
+        camera_max_age_s: float = 0.5,
+        target_hold_s: float = 0.5,
+        instruction: str = "",
+    ):
         self.sinks = sinks
         self.cameras = list(cameras)
         self.state_max_age_s = state_max_age_s
@@ -61,10 +68,19 @@ class StreamBackend:
         self._target: tuple[SafeAction, float] | None = None
 
     # -- streams in
-    def on_arm(self, q: np.ndarray, dq: np.ndarray, ee_pose: np.ndarray, gripper_width: float,
-               wall_ns: int) -> None:
-        sample = _Sample((np.asarray(q, np.float64), np.asarray(dq, np.float64), np.asarray(ee_pose, np.float64),
-                          float(gripper_width)), time.monotonic(), int(wall_ns))
+    def on_arm(
+        self, q: np.ndarray, dq: np.ndarray, ee_pose: np.ndarray, gripper_width: float, wall_ns: int
+    ) -> None:
+        sample = _Sample(
+            (
+                np.asarray(q, np.float64),
+                np.asarray(dq, np.float64),
+                np.asarray(ee_pose, np.float64),
+                float(gripper_width),
+            ),
+            time.monotonic(),
+            int(wall_ns),
+        )
         with self._lock:
             self._arm = sample
 
@@ -102,9 +118,18 @@ class StreamBackend:
                 frames[cam] = s.value
         q, dq, ee, width = arm.value
         captured = time.monotonic_ns() - int((now - arm.mono) * 1e9)
-        return Observation(seq=0, stamp_ns=captured, joint_pos=q, joint_vel=dq, ee_pose=ee, gripper_width=width,
-                           images=frames, instruction=self.instruction, stale=stale,
-                           hops={"obs_captured": arm.wall_ns})
+        return Observation(
+            seq=0,
+            stamp_ns=captured,
+            joint_pos=q,
+            joint_vel=dq,
+            ee_pose=ee,
+            gripper_width=width,
+            images=frames,
+            instruction=self.instruction,
+            stale=stale,
+            hops={"obs_captured": arm.wall_ns},
+        )
 
     def apply(self, action: SafeAction) -> None:
         with self._lock:

@@ -29,7 +29,9 @@ def run(args) -> int:
         print(f"keys: {public} or {secret} exists already; use --force to overwrite")
         return 1
     public, secret = generate_keypair(args.directory, args.name)
-    print(f"public key : {public}   (share: robot's goes to learners, a learner's goes to the robot's "
-          "authorized directory)")
+    print(
+        f"public key : {public}   (share: robot's goes to learners, a learner's goes to the robot's "
+        "authorized directory)"
+    )
     print(f"secret key : {secret}   (keep on this machine, mode 0600)")
     return 0
