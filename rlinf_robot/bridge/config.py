@@ -95,6 +95,8 @@ class ServerConfig:
     ``max_obs_age_ms``: a chunk computed from an observation older than this is dropped as stale
     (this also bounds what a reconnecting client could replay from its send queue).
     CURVE is required for a non-loopback bind unless ``allow_insecure`` is set explicitly.
+    ``io_thread_nice``: the I/O thread (which also runs the deadman) asks for this nice value, so a
+    busy robot PC does not delay the hold; without the privilege (CAP_SYS_NICE) it keeps its own.
     """
 
     endpoint: str = "tcp://127.0.0.1:5555"
@@ -109,6 +111,7 @@ class ServerConfig:
     curve: CurveServerKeys | None = None
     allow_insecure: bool = False
     name: str = "robot"
+    io_thread_nice: int = -10  # the I/O thread's nice value when permitted (0: leave it)
 
     def __post_init__(self):
         src = "bridge server config"
@@ -126,6 +129,7 @@ class ServerConfig:
         _check_range(src, "send_hwm", self.send_hwm, 1, 100_000, lo_open=False)
         _check_range(src, "peer_timeout_s", self.peer_timeout_s, 0.0, 3600.0)
         _check_range(src, "obs_history", self.obs_history, 8, 1_000_000, lo_open=False)
+        _check_range(src, "io_thread_nice", self.io_thread_nice, -20, 19, lo_open=False)
         if isinstance(self.curve, dict):
             object.__setattr__(self, "curve", CurveServerKeys(**self.curve))
         if self.curve is None and not self.allow_insecure and not is_loopback(self.endpoint):

@@ -120,7 +120,8 @@ class ControlMixin:
             self._hold("backend_error")
             return
         self._count("steps_applied")
-        self.events.add("step_applied", seq=plan.seq, step=due.index, skipped=due.skipped)
+        slot_ns = plan.t0_ns + due.index * plan.period_ns
+        self.events.add("step_applied", seq=plan.seq, step=due.index, skipped=due.skipped, slot_ns=slot_ns)
         if plan.applied == 0:
             plan.hops["action_applied"] = time.time_ns()
             self.latency.record(plan.hops)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -196,7 +197,17 @@ class BridgeServer(ControlMixin):
             self.counters[name] += n
 
     # ------------------------------------------------------------------ the loop
+    def _raise_priority(self) -> None:
+        nice = self.config.io_thread_nice
+        if nice == 0 or not hasattr(os, "setpriority"):
+            return
+        try:  # per-thread on Linux: the thread id is a "process" for setpriority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        except OSError as e:
+            log.debug("bridge I/O thread keeps its priority (%s)", e)
+
     def _run(self) -> None:
+        self._raise_priority()
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
         self._next_obs_ns = time.monotonic_ns()

@@ -21,6 +21,10 @@ def make_server(arm):
     def make(backend=None, **cfg) -> BridgeServer:
         cfg.setdefault("endpoint", "tcp://127.0.0.1:*")
         cfg.setdefault("obs_rate_hz", 100.0)
+        # Tests about something else must not trip the 100 ms deadman when the shared CPUs starve
+        # a client's heartbeat thread; the deadman tests set it explicitly.
+        cfg.setdefault("deadman_ms", 1000.0)
+        cfg.setdefault("lease_timeout_ms", max(5000.0, cfg["deadman_ms"]))
         srv = BridgeServer(backend or arm, ServerConfig(**cfg)).start()
         servers.append(srv)
         return srv
@@ -42,6 +46,7 @@ def make_client():
     def make(server_or_endpoint, **cfg) -> BridgeClient:
         endpoint = getattr(server_or_endpoint, "endpoint", server_or_endpoint)
         cfg.setdefault("connect_timeout_s", 5.0)
+        cfg.setdefault("link_timeout_ms", 2000.0)
         c = BridgeClient(endpoint=endpoint, **cfg).connect()
         clients.append(c)
         return c

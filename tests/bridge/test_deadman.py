@@ -19,12 +19,10 @@ import sys, time, numpy as np
 from rlinf_robot.bridge import BridgeClient
 c = BridgeClient(endpoint=sys.argv[1]).connect()
 c.acquire_lease()
-obs = c.observe(timeout=5)
-# 10 s of tiny joint steps at 20 Hz: the arm is mid-chunk when this process dies
-c.send_chunk(np.full((200, 7), 1e-4, np.float32), "joint_delta", 20.0, obs=obs)
 print("ready", flush=True)
-while True:
-    time.sleep(1)
+while True:  # a policy loop: a fresh 10 s chunk of tiny joint steps every 100 ms, until killed
+    c.send_chunk(np.full((200, 7), 1e-4, np.float32), "joint_delta", 20.0, obs=c.observe(timeout=10))
+    time.sleep(0.1)
 """
 
 

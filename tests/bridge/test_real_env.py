@@ -17,7 +17,7 @@ HOME_TCP = tcp_pose(FR3_HOME)[:3]
 @pytest.fixture
 def env(server, make_client):
     goal = HOME_TCP + np.array([0.04, -0.03, -0.05])
-    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=20.0, task="reach", task_args={"goal": goal.tolist()},
+    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="reach", task_args={"goal": goal.tolist()},
                         max_episode_steps=200, cameras={"front": (48, 64, 3)}, auto_reset=False)
     e = RealRobotEnv(make_client(server), cfg)
     yield e
@@ -54,7 +54,7 @@ def test_chunk_step_runs_h_actions_as_one_chunk(env, server):
     env.reset()
     before = server.status().counters.get("steps_applied", 0)
     chunk = np.zeros((1, 5, 6), np.float32)
-    chunk[0, :, 2] = 0.005  # 5 x 5 mm up
+    chunk[0, :, 2] = 0.005  # 5 x 5 mm up, one per 100 ms slot
     obs, _, _, _, info = env.chunk_step(chunk)
     sl = env.obs_spec.state_slices()
     assert obs["state"][0, sl["tcp_pos"]][2] == pytest.approx(HOME_TCP[2] + 0.025, abs=1e-4)
