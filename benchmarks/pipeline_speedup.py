@@ -102,7 +102,7 @@ def _time_ms(fn, n: int) -> float:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+    return 1e3 * min(times)  # the least disturbed run: the machine is shared
 
 
 class Setup:
@@ -129,14 +129,20 @@ class Setup:
         self.actor = self._launch(BenchActor, f"actor_{tag}", {**pol, "seed": 1}) if actor else None
         self.obs = self.env.call_rank(0, "reset").wait_one(60)
         self.version = 0
+        self.cpu_ms: dict[str, list[float]] = {"stages1": [], "stages2": [], "ceiling": []}
 
     def _launch(self, cls, name, kwargs):
         group = WorkerGroup.launch(cls, name, self.reservation, kwargs=kwargs)
         self.groups.append(group)
         return group
 
+    def _cpu(self) -> float:
+        return sum(g.call_rank(0, "cpu_seconds").wait_one(60) for g in (self.env, self.policy))
+
     def rollout(self, steps: int, stages: int) -> dict:
+        cpu0 = self._cpu()
         out = self.env.call_rank(0, "rollout", self.policy.actors[0], steps, stages).wait_one(600)
+        self.cpu_ms[f"stages{stages}"].append(1e3 * (self._cpu() - cpu0) / steps)
         return {"sps": out["env_steps"] / out["seconds"], "versions": out["versions"]}
 
     def hybrid(self, steps: int, epochs: int) -> float:
@@ -152,9 +158,11 @@ class Setup:
 
     def ceiling(self, steps: int) -> float:
         """Env and inference workloads at once, no dependency: env-steps/s both sides sustain."""
+        cpu0 = self._cpu()
         e = self.env.call_rank(0, "stress", steps)
         p = self.policy.call_rank(0, "stress", self.obs, steps, 2)  # the micro-batches the pipeline infers
         e, p = e.wait_one(600), p.wait_one(600)
+        self.cpu_ms["ceiling"].append(1e3 * (self._cpu() - cpu0) / steps)
         return steps * self.num_envs / (max(e["end"], p["end"]) - min(e["start"], p["start"]))
 
     def solo(self, steps: int) -> tuple[float, float, float]:
@@ -211,21 +219,27 @@ def main() -> int:
         print(setups["hyb"].plan.describe())
         for s in setups.values():  # warm up: first calls import torch / build models
             s.rollout(3, 2)
+            s.cpu_ms = {k: [] for k in s.cpu_ms}
         env_solo, inf_solo, inf_half = setups["off"].solo(args.steps)
         rows: dict[str, list[float]] = {k: [] for k in ("seq", "pipe", "ceil", "pin_pipe", "pin_ceil", "hybrid")}
         ratios, pin_ratios = [], []
         for r in range(args.rounds):
             off, pin = setups["off"], setups["pin"]
+            # Pipelined and ceiling in A-B-B-A order: a load change during the round hits both alike.
+            p1, c1, c2, p2 = (off.rollout(args.steps, 2)["sps"], off.ceiling(args.steps), off.ceiling(args.steps),
+                              off.rollout(args.steps, 2)["sps"])
+            rows["pipe"] += [p1, p2]
+            rows["ceil"] += [c1, c2]
             rows["seq"].append(off.rollout(args.steps, 1)["sps"])
-            rows["pipe"].append(off.rollout(args.steps, 2)["sps"])
-            rows["ceil"].append(off.ceiling(args.steps))
             rows["pin_pipe"].append(pin.rollout(args.steps, 2)["sps"])
             rows["pin_ceil"].append(pin.ceiling(args.steps))
             rows["hybrid"].append(setups["hyb"].hybrid(args.steps, epochs=3))
-            ratios.append(rows["pipe"][-1] / rows["ceil"][-1])
+            ratios.append((p1 + p2) / (c1 + c2))
             pin_ratios.append(rows["pin_pipe"][-1] / rows["pin_ceil"][-1])
-            print(f"round {r}: " + "  ".join(f"{k}={v[-1]:.0f}" for k, v in rows.items()) + " env-steps/s")
+            print(f"round {r}: " + "  ".join(f"{k}={v[-1]:.0f}" for k, v in rows.items()) +
+                  f" env-steps/s; pipelined/ceiling {ratios[-1]:.2f}")
         off = setups["off"]
+        cpu = {k: statistics.median(v) for k, v in off.cpu_ms.items() if v}
         off.trace()  # drop earlier spans; trace one clean pipelined run
         off.rollout(args.steps, 2)
         events = off.trace()
@@ -254,6 +268,10 @@ def main() -> int:
           f"{why['env_wait']:.0%}, submitting requests {why['submit']:.0%}, other {why['other']:.0%}; env and policy "
           f"overlapped "
           f"{why['overlap']:.0%} of the wall time")
+    print(f"CPU time per batch step (env + policy processes, not inflated by other load): ceiling "
+          f"{cpu['ceiling']:.1f} ms, pipelined {cpu['stages2']:.1f} ms, sequential {cpu['stages1']:.1f} ms; "
+          f"coordination costs {cpu['stages2'] - cpu['ceiling']:+.1f} ms "
+          f"({cpu['stages2'] / cpu['ceiling'] - 1:+.1%}) per step")
     print(f"RESULT pipeline_speedup ours={speedup:.2f}x peer={ceiling:.2f}x ratio={ratio:.2f} goal=>=0.9")
     return 0
 

@@ -128,6 +128,11 @@ class Worker:
     def ping(self, value: Any = None) -> Any:
         return value
 
+    def cpu_seconds(self) -> float:
+        """CPU time this process used so far (all threads): overheads measured in CPU time are not
+        inflated by other work on a shared machine the way wall time is."""
+        return time.process_time()
+
     # ---------------------------------------------------------------- offload / onload
     def register_offload(self, **targets: Any) -> None:
         """Name the torch modules / optimizers that ``offload()`` moves to host memory."""
