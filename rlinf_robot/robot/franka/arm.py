@@ -38,6 +38,8 @@ from rlinf_robot.safety import ArmAction, EStop, Rejection, SafeAction, SafetyFi
 
 log = logging.getLogger(__name__)
 
+#: Filter adjustments after which the target is an intermediate step, not the goal itself.
+_SCALED = frozenset({"scaled_step", "scaled_rotation", "clamped_workspace"})
 _MOVED = 1e-7  # rad: a target closer than this to the last one sent is not re-sent
 _FUTURE_STAMP_S = 0.5  # a command stamped further in the future than this is refused (clock skew)
 _RECOVERY_BACKOFF_S = 0.2
@@ -360,13 +362,18 @@ class FrankaArm(FaultHandling, Robot):
             self.watchdog.expired()
             self._drop(goal, "dropped_stale")
             return
-        width = self.gripper.width if self.gripper is not None else 0.0
-        result = self.resolver.resolve(goal, reading.q_d, width)
-        if isinstance(result, Rejection):
-            self._drop(goal, f"rejected_{result.reason}")
-            self.counters["rejected"] += 1
-            return
-        target, safe = result
+        if goal.final is not None:
+            target, safe = goal.final, None  # handed over unscaled already: nothing left to check
+        else:
+            width = self.gripper.width if self.gripper is not None else 0.0
+            result = self.resolver.resolve(goal, reading.q_d, width)
+            if isinstance(result, Rejection):
+                self._drop(goal, f"rejected_{result.reason}")
+                self.counters["rejected"] += 1
+                return
+            target, safe = result
+            if not _SCALED.intersection(safe.adjustments):
+                goal.final = target
         if (
             goal.source == "home"
             and np.max(np.abs(target - self._home_q)) < 1e-9  # the filter let the home pose through ...
@@ -392,7 +399,7 @@ class FrankaArm(FaultHandling, Robot):
         if not goal.applied:  # first time this goal reaches the arm
             goal.applied = True
             self.latency.add(time.time() - goal.wall_stamp)
-            if safe.gripper is not None and self.gripper is not None:
+            if safe is not None and safe.gripper is not None and self.gripper is not None:
                 self.gripper.move(safe.gripper)
 
     def _drop(self, goal: Goal, why: str) -> None:

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlinf_robot.robot.franka.ik import solve_ik
+from rlinf_robot.robot.franka.ik import solve_ik, tcp_pose
 from rlinf_robot.safety import ArmAction, Rejection, RobotState, SafeAction, SafetyFilter
-from rlinf_robot.safety.kinematics import fr3_forward_kinematics
 from rlinf_robot.safety.rotations import quat_from_matrix
 
 ABSOLUTE_MODES = ("joint_position", "ee_target")
@@ -34,11 +33,13 @@ class Goal:
     expires: bool = True  # False for internal goals (homing), which the deadman does not cover
     source: str = "command"
     applied: bool = field(default=False)
+    #: The joint target once the filter passed the goal unscaled: later ticks only hold it.
+    final: np.ndarray | None = field(default=None)
 
 
 def ee_pose(q: np.ndarray, tcp_offset: float) -> np.ndarray:
     """TCP pose [x y z qw qx qy qz] from our FK (franka-sim's O_T_EE is not the TCP)."""
-    t = fr3_forward_kinematics(q, tcp_offset)
+    t = tcp_pose(q, tcp_offset)
     return np.concatenate([t[:3, 3], quat_from_matrix(t[:3, :3])])
 
 

@@ -65,6 +65,12 @@ def _frames(q: np.ndarray, tcp_offset: float) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([z, p]), t
 
 
+def tcp_pose(q: np.ndarray, tcp_offset: float) -> np.ndarray:
+    """4x4 TCP pose for one configuration: ``fr3_forward_kinematics`` without its batching
+    overhead (a few times faster), for the state published every control tick."""
+    return _frames(np.asarray(q, dtype=np.float64), tcp_offset)[1]
+
+
 def _dh(a: float, d: float, alpha: float, theta: float) -> np.ndarray:
     ct, st, ca, sa = np.cos(theta), np.sin(theta), np.cos(alpha), np.sin(alpha)
     return np.array(

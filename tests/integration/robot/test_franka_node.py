@@ -46,15 +46,20 @@ def reach(probe, target, timeout=20.0, tol=1e-3) -> bool:
 
 
 def settle(probe, timeout: float = 10.0) -> None:
-    """Wait until the arm has stopped (the previous test's motion has finished settling)."""
+    """Wait until the arm has stopped: the previous test's last command has expired on the node
+    (commands still queued in DDS under load arrive late but fresh, and move the arm on) and the
+    motion it started has settled."""
+    assert wait_until(lambda: probe.fresh_diag().get("goal") == "none", timeout), probe.diag
     prev = [probe.q()]
 
     def quiet() -> bool:
         q = probe.q()
         moved = np.abs(q - prev[0])
         prev[0] = q
-        return np.max(moved[:6]) < 5e-5 and moved[6] < 1e-3 and probe.age() < 0.1
+        calm.append(np.max(moved[:6]) < 5e-5 and moved[6] < 1e-3 and probe.age() < 0.1)
+        return len(calm) >= 3 and all(calm[-3:])  # quiet for 0.3 s, longer than a publishing hiccup
 
+    calm: list[bool] = []
     assert wait_until(quiet, timeout, every=0.1), "the arm does not come to rest"
 
 
