@@ -30,7 +30,7 @@ def test_franky_connects_and_moves_a_joint(franka_sim):
         "r.move(JointMotion(target))\n"
         "import time\n"
         "deadline = time.monotonic() + 3.0\n"  # the simulated servo settles after the trajectory ends
-        "while max(abs(v) for v in r.state.dq) > 1e-3 and time.monotonic() < deadline: time.sleep(0.01)\n"
+        "while abs(r.state.q[0] - target[0]) > 1e-3 and time.monotonic() < deadline: time.sleep(0.01)\n"
         "q1 = list(r.state.q)\n"
         "print(' '.join(repr(float(x)) for x in q0 + q1))\n"
     )
