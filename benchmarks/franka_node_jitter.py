@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rlinf_robot.robot.sched import keep_scheduling
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 _TMP = Path(tempfile.mkdtemp(prefix="franka-node-bench-"))
@@ -38,7 +40,7 @@ os.environ.setdefault("ROS_LOG_DIR", str(_TMP / "ros_log"))
 from rlinf_robot.robot.bringup.lifecycle import LifecycleManager  # noqa: E402
 from rlinf_robot.robot.bringup.ros_env import executable, install_env  # noqa: E402
 from rlinf_robot.robot.franka.sim_server import FrankaSimServer  # noqa: E402
-from rlinf_robot.robot.sched import keep_scheduling, normal_scheduling, set_thread_priority  # noqa: E402
+from rlinf_robot.robot.sched import normal_scheduling, set_thread_priority  # noqa: E402
 from tests.integration.robot.probe import RosProbe  # noqa: E402
 
 RATES = (100, 500)
@@ -62,7 +64,8 @@ def direct(rate: float) -> dict[str, float]:
     from franky import JointMotion, RealtimeConfig, Robot
 
     with keep_scheduling():  # libfranka would make this thread SCHED_FIFO 99 (see rlinf_robot.robot.sched)
-        robot = Robot("127.0.0.1", realtime_config=RealtimeConfig.Ignore)
+        with keep_scheduling():  # libfranka makes the connecting thread SCHED_FIFO 99 otherwise
+            robot = Robot("127.0.0.1", realtime_config=RealtimeConfig.Ignore)
     robot.relative_dynamics_factor = 0.2
     set_thread_priority(PRIORITY)  # the same real-time slot as the node's loop
     q0 = np.array(robot.current_joint_positions)

@@ -27,6 +27,7 @@ import numpy as np
 
 from calibration.replay import Recording
 from rlinf_robot.errors import ConfigError, SafetyViolation
+from rlinf_robot.robot.sched import keep_scheduling
 from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
 
 log = logging.getLogger(__name__)
@@ -188,7 +189,8 @@ def record_excitation(
 
         raise MissingDependency("franky-control", extra="robot") from exc
     if robot is None:
-        robot = franky.Robot(host, realtime_config=franky.RealtimeConfig.Ignore)
+        with keep_scheduling():  # libfranka makes the connecting thread SCHED_FIFO 99 otherwise
+            robot = franky.Robot(host, realtime_config=franky.RealtimeConfig.Ignore)
     robot.recover_from_errors()
     robot.relative_dynamics_factor = 1.0
     robot.move(franky.JointMotion([float(x) for x in plan.start], relative_dynamics_factor=move_dynamics_factor))

@@ -20,6 +20,7 @@ from rlinf_robot.bridge.backend import FR3_HOME
 from rlinf_robot.bridge.ik import solve_ik, tcp_pose
 from rlinf_robot.errors import MissingDependency, ReflexError
 from rlinf_robot.protocol import Observation
+from rlinf_robot.robot.sched import keep_scheduling
 from rlinf_robot.safety import RobotState, SafeAction, SafetyLimits
 
 
@@ -39,7 +40,8 @@ class FrankyBackend:
         except ImportError as e:
             raise MissingDependency("franky-control", extra="robot") from e
         self._JointMotion = JointMotion
-        self.robot = Robot(host, realtime_config=RealtimeConfig.Ignore)
+        with keep_scheduling():  # libfranka makes the connecting thread SCHED_FIFO 99 otherwise
+            self.robot = Robot(host, realtime_config=RealtimeConfig.Ignore)
         self.robot.relative_dynamics_factor = 1.0  # per-motion factors below scale it
         self.dynamics_factor = float(dynamics_factor)
         self.hold_dynamics_factor = float(hold_dynamics_factor)

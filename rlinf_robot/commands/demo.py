@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+from rlinf_robot.robot.sched import keep_scheduling
+
 HELP = "run the demo on the embedded default (franka-sim + franky + safety filter)"
 
 
@@ -30,7 +32,8 @@ def run(args) -> int:
     t0 = time.monotonic()
     with FrankaSimServer(gripper=False) as server:
         print(f"[{time.monotonic() - t0:5.2f}s] franka-sim ready (log {server.log_path})")
-        robot = Robot(server.host, realtime_config=RealtimeConfig.Ignore)
+        with keep_scheduling():  # libfranka makes the connecting thread SCHED_FIFO 99 otherwise
+            robot = Robot(server.host, realtime_config=RealtimeConfig.Ignore)
         robot.relative_dynamics_factor = 0.2
         home = np.array(robot.state.q)
         print(f"[{time.monotonic() - t0:5.2f}s] connected; q = {np.round(home, 3).tolist()}")
@@ -50,8 +53,10 @@ def run(args) -> int:
             err = float(np.max(np.abs(reached - decision.target)))
             errors.append(err)
             adj = ",".join(decision.adjustments) or "none"
-            print(f"[{time.monotonic() - t0:5.2f}s] move {i}: |dq|max={np.max(np.abs(decision.target - q)):.3f} "
-                  f"rad, adjustments={adj}, final error {err * 1e3:.2f} mrad")
+            print(
+                f"[{time.monotonic() - t0:5.2f}s] move {i}: |dq|max={np.max(np.abs(decision.target - q)):.3f} "
+                f"rad, adjustments={adj}, final error {err * 1e3:.2f} mrad"
+            )
         robot.move(JointMotion([float(x) for x in home]))
         print("\nreport")
         print(f"  moves executed       : {len(errors)} / {len(requests)} requested")

@@ -9,6 +9,8 @@ import time
 import numpy as np
 import pytest
 
+from rlinf_robot.robot.sched import keep_scheduling
+
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("MESA_SHADER_CACHE_DIR", tempfile.mkdtemp(prefix="mesa-cache-"))
@@ -43,7 +45,8 @@ def real_arm(tmp_path_factory):
     with FrankaSimServer(gripper=False, mjcf=mjcf, env={"FR3_JOINT_DAMPING": damping}) as server:
         fit_rec = record_excitation(fit_plan, server.host)
         held_rec = record_excitation(held_out, server.host)
-        robot = franky.Robot(server.host, realtime_config=franky.RealtimeConfig.Ignore)
+        with keep_scheduling():  # libfranka makes the connecting thread SCHED_FIFO 99 otherwise
+            robot = franky.Robot(server.host, realtime_config=franky.RealtimeConfig.Ignore)
         try:
             record_excitation(fit_plan, robot=robot, limits=tight)
             guard = None
