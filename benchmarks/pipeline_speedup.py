@@ -78,8 +78,13 @@ def calibrate(num_envs: int, stages: int) -> tuple[int, float, float]:
     best = None
     for depth in DEPTHS:
         torch.manual_seed(0)
-        pol = policies.make("mlp", action_spec=env.action_spec, state_dim=obs["state"].shape[1],
-                            hidden=(WIDTH,) * depth, value_head=False).eval()
+        pol = policies.make(
+            "mlp",
+            action_spec=env.action_spec,
+            state_dim=obs["state"].shape[1],
+            hidden=(WIDTH,) * depth,
+            value_head=False,
+        ).eval()
         parts = [{"state": obs["state"][a:b]} for a, b in stage_bounds(num_envs, stages)]
 
         def infer(p=pol, parts=parts):
@@ -108,8 +113,18 @@ def _time_ms(fn, n: int) -> float:
 class Setup:
     """One env worker + one rollout worker (+ an actor for hybrid), placed by one plan."""
 
-    def __init__(self, cluster, tag: str, mode: str, num_envs: int, depth: int, affinity, budget: float,
-                 gpus: int = 0, actor: bool = False):
+    def __init__(
+        self,
+        cluster,
+        tag: str,
+        mode: str,
+        num_envs: int,
+        depth: int,
+        affinity,
+        budget: float,
+        gpus: int = 0,
+        actor: bool = False,
+    ):
         groups = [GroupSpec(f"env_{tag}", 1), GroupSpec(f"rollout_{tag}", 1, gpus_per_rank=1 if gpus else 0)]
         if actor:
             groups.append(GroupSpec(f"actor_{tag}", 1, gpus_per_rank=1))
@@ -123,13 +138,16 @@ class Setup:
         env_kw = dict(env=ENV_NAME, num_envs=num_envs, env_kwargs={"num_threads": 1}, num_shards=2, seed=0)
         self.env = self._launch(SimEnvWorker, f"env_{tag}", env_kw)
         es = self.env.call_rank(0, "env_spec").wait_one(120)
-        pol = dict(action_spec=es["action_spec"], state_dim=es["state_dim"],
-                   policy_kwargs={"hidden": (WIDTH,) * depth, "value_head": False})
+        pol = dict(
+            action_spec=es["action_spec"],
+            state_dim=es["state_dim"],
+            policy_kwargs={"hidden": (WIDTH,) * depth, "value_head": False},
+        )
         self.policy = self._launch(RolloutWorker, f"rollout_{tag}", pol)
         self.actor = self._launch(BenchActor, f"actor_{tag}", {**pol, "seed": 1}) if actor else None
         self.obs = self.env.call_rank(0, "reset").wait_one(60)
         self.version = 0
-        self.cpu_ms: dict[str, list[float]] = {"stages1": [], "stages2": [], "ceiling": []}
+        self.cpu_ms: dict[str, list[float]] = {"link1": [], "link2": [], "ray2": [], "ceiling": []}
 
     def _launch(self, cls, name, kwargs):
         group = WorkerGroup.launch(cls, name, self.reservation, kwargs=kwargs)
@@ -139,10 +157,12 @@ class Setup:
     def _cpu(self) -> float:
         return sum(g.call_rank(0, "cpu_seconds").wait_one(60) for g in (self.env, self.policy))
 
-    def rollout(self, steps: int, stages: int) -> dict:
+    def rollout(self, steps: int, stages: int, transport: str = "link") -> dict:
         cpu0 = self._cpu()
-        out = self.env.call_rank(0, "rollout", self.policy.actors[0], steps, stages).wait_one(600)
-        self.cpu_ms[f"stages{stages}"].append(1e3 * (self._cpu() - cpu0) / steps)
+        out = self.env.call_rank(
+            0, "rollout", self.policy.actors[0], steps, stages, transport=transport
+        ).wait_one(600)
+        self.cpu_ms[f"{transport}{stages}"].append(1e3 * (self._cpu() - cpu0) / steps)
         return {"sps": out["env_steps"] / out["seconds"], "versions": out["versions"]}
 
     def hybrid(self, steps: int, epochs: int) -> float:
@@ -191,9 +211,15 @@ def analyse(events: list[dict]) -> dict[str, float]:
     submit = sum(e["end_ns"] - e["start_ns"] for e in env if e["name"] == "submit")
     infer = sum(e["end_ns"] - e["start_ns"] for e in events if e["name"] == "infer")
     wall = t1 - t0
-    return {"wall_s": wall / 1e9, "env_busy": busy / wall, "env_wait": wait / wall,
-            "policy_busy": infer / wall, "overlap": overlap_seconds(events, "env_step", "infer") / (wall / 1e9),
-            "submit": submit / wall, "other": 1.0 - (busy + wait + submit) / wall}
+    return {
+        "wall_s": wall / 1e9,
+        "env_busy": busy / wall,
+        "env_wait": wait / wall,
+        "policy_busy": infer / wall,
+        "overlap": overlap_seconds(events, "env_step", "infer") / (wall / 1e9),
+        "submit": submit / wall,
+        "other": 1.0 - (busy + wait + submit) / wall,
+    }
 
 
 def main() -> int:
@@ -205,8 +231,10 @@ def main() -> int:
     args = ap.parse_args()
 
     depth, env_ms, inf_ms = calibrate(args.envs, 2)
-    print(f"calibration: {args.envs} envs step in {env_ms:.1f} ms; MLP {depth}x{WIDTH} infers them (2 micro-batches) "
-          f"in {inf_ms:.1f} ms")
+    print(
+        f"calibration: {args.envs} envs step in {env_ms:.1f} ms; MLP {depth}x{WIDTH} infers them (2 micro-batches) "
+        f"in {inf_ms:.1f} ms"
+    )
     cluster = Cluster(num_cpus=None, num_gpus=2, namespace="bench_pipeline", log_to_driver=False)
     cores = cluster.nodes()[0].num_cpus
     third = round(cores / 3, 4)
@@ -221,23 +249,33 @@ def main() -> int:
             s.rollout(3, 2)
             s.cpu_ms = {k: [] for k in s.cpu_ms}
         env_solo, inf_solo, inf_half = setups["off"].solo(args.steps)
-        rows: dict[str, list[float]] = {k: [] for k in ("seq", "pipe", "ceil", "pin_pipe", "pin_ceil", "hybrid")}
+        rows: dict[str, list[float]] = {
+            k: [] for k in ("seq", "pipe", "ceil", "pipe_ray", "pin_pipe", "pin_ceil", "hybrid")
+        }
         ratios, pin_ratios = [], []
         for r in range(args.rounds):
             off, pin = setups["off"], setups["pin"]
             # Pipelined and ceiling in A-B-B-A order: a load change during the round hits both alike.
-            p1, c1, c2, p2 = (off.rollout(args.steps, 2)["sps"], off.ceiling(args.steps), off.ceiling(args.steps),
-                              off.rollout(args.steps, 2)["sps"])
+            p1, c1, c2, p2 = (
+                off.rollout(args.steps, 2)["sps"],
+                off.ceiling(args.steps),
+                off.ceiling(args.steps),
+                off.rollout(args.steps, 2)["sps"],
+            )
             rows["pipe"] += [p1, p2]
             rows["ceil"] += [c1, c2]
             rows["seq"].append(off.rollout(args.steps, 1)["sps"])
+            rows["pipe_ray"].append(off.rollout(args.steps, 2, transport="ray")["sps"])
             rows["pin_pipe"].append(pin.rollout(args.steps, 2)["sps"])
             rows["pin_ceil"].append(pin.ceiling(args.steps))
             rows["hybrid"].append(setups["hyb"].hybrid(args.steps, epochs=3))
             ratios.append((p1 + p2) / (c1 + c2))
             pin_ratios.append(rows["pin_pipe"][-1] / rows["pin_ceil"][-1])
-            print(f"round {r}: " + "  ".join(f"{k}={v[-1]:.0f}" for k, v in rows.items()) +
-                  f" env-steps/s; pipelined/ceiling {ratios[-1]:.2f}")
+            print(
+                f"round {r}: "
+                + "  ".join(f"{k}={v[-1]:.0f}" for k, v in rows.items())
+                + f" env-steps/s; pipelined/ceiling {ratios[-1]:.2f}"
+            )
         off = setups["off"]
         cpu = {k: statistics.median(v) for k, v in off.cpu_ms.items() if v}
         off.trace()  # drop earlier spans; trace one clean pipelined run
@@ -253,25 +291,40 @@ def main() -> int:
     med = {k: statistics.median(v) for k, v in rows.items()}
     speedup, ceiling = med["pipe"] / med["seq"], med["ceil"] / med["seq"]
     ratio = speedup / ceiling  # = pipelined / ceiling throughput (medians)
-    print(f"\nworkload alone: env step {env_solo:.1f} ms/batch, inference {inf_solo:.1f} ms/batch "
-          f"({inf_half:.1f} ms as 2 half batches); ideal 2-core speedup "
-          f"{(env_solo + inf_solo) / max(env_solo, inf_half):.2f}x")
+    print(
+        f"\nworkload alone: env step {env_solo:.1f} ms/batch, inference {inf_solo:.1f} ms/batch "
+        f"({inf_half:.1f} ms as 2 half batches); ideal 2-core speedup "
+        f"{(env_solo + inf_solo) / max(env_solo, inf_half):.2f}x"
+    )
     print("median env-steps/s: " + ", ".join(f"{k} {v:.0f}" for k, v in med.items()))
-    print(f"pipelined speedup {speedup:.2f}x, ceiling {ceiling:.2f}x, hybrid {med['hybrid'] / med['seq']:.2f}x "
-          f"(incl. weight sync every {args.steps // 3} steps)")
-    print(f"pinned (affinity=auto): pipelined {med['pin_pipe']:.0f} vs unpinned {med['pipe']:.0f} env-steps/s "
-          f"({med['pin_pipe'] / med['pipe'] - 1:+.1%}); ratio pinned {med['pin_pipe'] / med['pin_ceil']:.2f} "
-          f"vs unpinned {ratio:.2f}")
-    print(f"per-round ratio pipelined/ceiling: {', '.join(f'{x:.2f}' for x in ratios)}; pinned: "
-          f"{', '.join(f'{x:.2f}' for x in pin_ratios)}")
-    print(f"pipelined env worker time (trace {path}): stepping {why['env_busy']:.0%}, waiting for actions "
-          f"{why['env_wait']:.0%}, submitting requests {why['submit']:.0%}, other {why['other']:.0%}; env and policy "
-          f"overlapped "
-          f"{why['overlap']:.0%} of the wall time")
-    print(f"CPU time per batch step (env + policy processes, not inflated by other load): ceiling "
-          f"{cpu['ceiling']:.1f} ms, pipelined {cpu['stages2']:.1f} ms, sequential {cpu['stages1']:.1f} ms; "
-          f"coordination costs {cpu['stages2'] - cpu['ceiling']:+.1f} ms "
-          f"({cpu['stages2'] / cpu['ceiling'] - 1:+.1%}) per step")
+    print(
+        f"pipelined speedup {speedup:.2f}x, ceiling {ceiling:.2f}x, hybrid {med['hybrid'] / med['seq']:.2f}x "
+        f"(incl. weight sync every {args.steps // 3} steps)"
+    )
+    print(
+        f"pinned (affinity=auto): pipelined {med['pin_pipe']:.0f} vs unpinned {med['pipe']:.0f} env-steps/s "
+        f"({med['pin_pipe'] / med['pipe'] - 1:+.1%}); ratio pinned {med['pin_pipe'] / med['pin_ceil']:.2f} "
+        f"vs unpinned {ratio:.2f}"
+    )
+    print(
+        f"per-round ratio pipelined/ceiling: {', '.join(f'{x:.2f}' for x in ratios)}; pinned: "
+        f"{', '.join(f'{x:.2f}' for x in pin_ratios)}"
+    )
+    print(
+        f"pipelined env worker time (trace {path}): stepping {why['env_busy']:.0%}, waiting for actions "
+        f"{why['env_wait']:.0%}, submitting requests {why['submit']:.0%}, other {why['other']:.0%}; env and policy "
+        f"overlapped "
+        f"{why['overlap']:.0%} of the wall time"
+    )
+    print(
+        f"CPU time per batch step (env + policy processes, not inflated by other load): ceiling "
+        f"{cpu['ceiling']:.1f} ms, pipelined {cpu['link2']:.1f} ms (link) / {cpu['ray2']:.1f} ms (Ray calls), "
+        f"sequential {cpu['link1']:.1f} ms"
+    )
+    print(
+        f"pipelined over Ray actor calls instead of the link: {med['pipe_ray']:.0f} env-steps/s "
+        f"(ratio {med['pipe_ray'] / med['ceil']:.2f})"
+    )
     print(f"RESULT pipeline_speedup ours={speedup:.2f}x peer={ceiling:.2f}x ratio={ratio:.2f} goal=>=0.9")
     return 0
 

@@ -31,6 +31,10 @@ LOCAL_ENV = {
 }
 
 
+#: Ray's raylet must register within a fixed 30 s; on an overloaded machine a second try usually works.
+LOCAL_START_ATTEMPTS = 2
+
+
 def _ray():
     try:
         import ray
@@ -92,16 +96,24 @@ class Cluster:
             from ray._private import ray_constants
 
             ray_constants.ENABLE_RAY_CLUSTER = False
-            ray.init(
-                address="local",
-                num_cpus=cfg.num_cpus,
-                num_gpus=cfg.num_gpus,
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                namespace=cfg.namespace,
-                object_store_memory=cfg.object_store_memory,
-                log_to_driver=cfg.log_to_driver,
-            )
+            for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+                try:
+                    ray.init(
+                        address="local",
+                        num_cpus=cfg.num_cpus,
+                        num_gpus=cfg.num_gpus,
+                        include_dashboard=False,
+                        _node_ip_address="127.0.0.1",
+                        namespace=cfg.namespace,
+                        object_store_memory=cfg.object_store_memory,
+                        log_to_driver=cfg.log_to_driver,
+                    )
+                    break
+                except Exception as exc:  # Ray gives its raylet a fixed 30 s to register
+                    if "timed out during startup" not in str(exc) or attempt == LOCAL_START_ATTEMPTS:
+                        raise
+                    log.warning("Ray start timed out (machine overloaded?); stopping it and retrying once")
+                    ray.shutdown()
         else:
             ray.init(address=cfg.address, namespace=cfg.namespace, log_to_driver=cfg.log_to_driver)
         self._owns_ray = True

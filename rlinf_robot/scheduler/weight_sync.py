@@ -233,8 +233,10 @@ class CudaIpcSync(WeightSyncBackend):
         mine = sender.call_rank(0, "worker_info").wait_one(timeout_s)["cuda_visible_devices"]
         theirs = {i["cuda_visible_devices"] for i in receivers.call("worker_info").wait(timeout_s)}
         if mine is None or theirs != {mine}:
-            raise ConfigError(f"cuda_ipc weight sync needs sender and receivers on one GPU; sender sees "
-                              f"{mine!r}, receivers {sorted(map(str, theirs))}: use 'object_store' or 'collective'")
+            raise ConfigError(
+                f"cuda_ipc weight sync needs sender and receivers on one GPU; sender sees "
+                f"{mine!r}, receivers {sorted(map(str, theirs))}: use 'object_store' or 'collective'"
+            )
         ticket = sender.call_rank(0, "publish_weights", version, cls.name).wait_one(timeout_s)
         return receivers.call("load_weights", ticket).wait(timeout_s)
 

@@ -9,6 +9,7 @@ the actor trains.
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from typing import Any
@@ -44,6 +45,9 @@ class RolloutWorker(Worker):
         self.policy.to(self.device).eval()
         self.register_offload(policy=self.policy)
         self._torch = torch
+        # The policy is used from Ray calls and from the link thread: one at a time.
+        self._lock = threading.RLock()
+        self._link = None
         # Observations arrive as read-only views of Ray's shared memory; the policy only reads them.
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
@@ -52,7 +56,11 @@ class RolloutWorker(Worker):
 
     def infer(self, obs: dict[str, Any], deterministic: bool = True, stage: int = 0) -> dict[str, Any]:
         """Actions ``[n, H, A]`` for a batch of observations, plus the weights version used."""
-        with self.timeline.span("infer", stage=stage, n=len(obs["state"])), self._torch.inference_mode():
+        with (
+            self._lock,
+            self.timeline.span("infer", stage=stage, n=len(obs["state"])),
+            self._torch.inference_mode(),
+        ):
             out = self.policy.predict_action_batch(obs, deterministic=deterministic)
         result = {"actions": out.actions, "version": self.weights_version}
         if out.log_prob is not None:
@@ -60,6 +68,45 @@ class RolloutWorker(Worker):
         if out.value is not None:
             result["value"] = out.value.detach().cpu().numpy()
         return result
+
+    # ---------------------------------------------------------------- the direct link
+    def open_link(self) -> str:
+        """Serve ``infer`` over a ZeroMQ link too (see ``scheduler.link``); returns its address."""
+        if self._link is None:
+            import ray
+
+            from rlinf_robot.scheduler.link import LinkServer
+
+            self._link = LinkServer(self._serve_link, host=ray.util.get_node_ip_address())
+        return self._link.address
+
+    def _serve_link(self, arrays: dict[str, Any], meta: dict[str, Any]) -> tuple[dict, dict]:
+        obs = {
+            "state": arrays["state"],
+            "images": arrays.get("images", {}),
+            "instruction": list(meta.get("instruction", [])),
+        }
+        out = self.infer(obs, bool(meta.get("deterministic", True)), int(meta.get("stage", 0)))
+        version = out.pop("version")
+        return out, {"version": version}
+
+    # Weight and memory changes must not interleave with an inference on the link thread.
+    def load_weights(self, ticket: Any) -> int:
+        with self._lock:
+            return super().load_weights(ticket)
+
+    def offload(self) -> dict[str, float]:
+        with self._lock:
+            return super().offload()
+
+    def onload(self) -> dict[str, float]:
+        with self._lock:
+            return super().onload()
+
+    def close(self) -> None:
+        if self._link is not None:
+            self._link.close()
+            self._link = None
 
     def stress(self, obs: dict[str, Any], num_calls: int, stages: int = 1) -> dict[str, float]:
         """The inference workload alone: ``num_calls`` batches, each cut into ``stages`` parts

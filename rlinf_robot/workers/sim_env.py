@@ -69,6 +69,7 @@ class SimEnvWorker(Worker):
         self.shards = [sim.make(env, num_envs=per, **dict(env_kwargs or {})) for _ in range(num_shards)]
         self.seed = int(seed) + self.rank * num_shards
         self._obs: list[dict[str, Any]] | None = None
+        self._links: dict[str, Any] = {}  # policy link address -> LinkClient
 
     # ---------------------------------------------------------------- description
     def env_spec(self) -> dict[str, Any]:
@@ -96,15 +97,19 @@ class SimEnvWorker(Worker):
         deterministic: bool = True,
         reset: bool = True,
         timeout_s: float = 120.0,
+        transport: str = "link",
     ) -> dict[str, Any]:
         """Run ``num_steps`` steps of every env, asking ``policy`` (a RolloutWorker actor handle) for
         actions, with the batch cut into ``stages`` pipelined micro-batches.
 
+        ``transport``: ``"link"`` sends observations and actions over the policy's ZeroMQ link
+        (``scheduler.link``, ~0.1 ms CPU per call and side), ``"ray"`` as Ray actor calls (~0.8 ms).
         Returns env-step counts and wall time; with ``collect`` also states [T+1, N, S], actions
         [T, N, H, A], rewards [T, N] and the policy version used at each step and stage [T, stages].
         """
-        import ray
-
+        if transport not in TRANSPORTS:
+            raise ConfigError(f"transport {transport!r} unknown; known: {sorted(TRANSPORTS)}")
+        link = TRANSPORTS[transport](self, policy, deterministic, timeout_s)
         if reset or self._obs is None:
             self.reset()
         bounds = stage_bounds(len(self.shards), stages)
@@ -113,12 +118,6 @@ class SimEnvWorker(Worker):
         acts: list[list[np.ndarray]] = [[] for _ in self.shards]
         rews: list[list[np.ndarray]] = [[] for _ in self.shards]
         t_of_stage = [0] * stages
-
-        def submit(s: int, obs: dict[str, Any]) -> Any:
-            return policy.infer.remote(obs, deterministic, s)
-
-        def collect_actions(ref: Any) -> dict[str, Any]:
-            return ray.get(ref, timeout=timeout_s)
 
         def step(s: int, out: dict[str, Any]) -> dict[str, Any]:
             lo, hi = bounds[s]
@@ -139,7 +138,7 @@ class SimEnvWorker(Worker):
 
         first = [concat_obs(self._obs[lo:hi]) for lo, hi in bounds]
         t0 = time.perf_counter()
-        run_pipeline(first, num_steps, submit, collect_actions, step, self.timeline)
+        run_pipeline(first, num_steps, link.submit, link.collect, step, self.timeline)
         seconds = time.perf_counter() - t0
         out: dict[str, Any] = {
             "env_steps": num_steps * self.num_envs,
@@ -166,5 +165,54 @@ class SimEnvWorker(Worker):
         return {"start": t0, "end": time.time(), "env_steps": num_steps * self.num_envs}
 
     def close(self) -> None:
+        for client in self._links.values():
+            client.close()
         for env in self.shards:
             env.close()
+
+
+class _RayTransport:
+    """Each micro-batch is a Ray actor call ``policy.infer(obs)``."""
+
+    def __init__(self, worker: SimEnvWorker, policy: Any, deterministic: bool, timeout_s: float):
+        self.policy, self.deterministic, self.timeout_s = policy, deterministic, timeout_s
+
+    def submit(self, stage: int, obs: dict[str, Any]) -> Any:
+        return self.policy.infer.remote(obs, self.deterministic, stage)
+
+    def collect(self, ref: Any) -> dict[str, Any]:
+        import ray
+
+        return ray.get(ref, timeout=self.timeout_s)
+
+
+class _LinkTransport:
+    """Micro-batches go over the policy worker's ZeroMQ link; Ray only finds the link and checks
+    that the policy process is alive while waiting (a dead one raises within about a second)."""
+
+    def __init__(self, worker: SimEnvWorker, policy: Any, deterministic: bool, timeout_s: float):
+        import ray
+
+        from rlinf_robot.scheduler.link import LinkClient
+
+        address = ray.get(policy.open_link.remote(), timeout=timeout_s)
+        if address not in worker._links:
+            worker._links[address] = LinkClient(address)
+        self.client = worker._links[address]
+        self.client.alive = lambda: ray.get(policy.ping.remote(), timeout=30)
+        self.deterministic, self.timeout_s = deterministic, timeout_s
+
+    def submit(self, stage: int, obs: dict[str, Any]) -> int:
+        meta = {
+            "stage": stage,
+            "deterministic": self.deterministic,
+            "instruction": list(obs.get("instruction", [])),
+        }
+        return self.client.submit({"state": obs["state"], "images": obs.get("images") or {}}, meta)
+
+    def collect(self, seq: int) -> dict[str, Any]:
+        arrays, meta = self.client.collect(seq, self.timeout_s)
+        return {**arrays, "version": int(meta["version"])}
+
+
+TRANSPORTS = {"ray": _RayTransport, "link": _LinkTransport}

@@ -13,8 +13,9 @@ class Trainer(Worker):
     def __init__(self, device: str = "cpu"):
         super().__init__()
         torch.manual_seed(0)
-        net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
-                                  torch.nn.Linear(32, 2))
+        net = torch.nn.Sequential(
+            torch.nn.Linear(8, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(), torch.nn.Linear(32, 2)
+        )
         tied = torch.nn.Linear(32, 2)
         tied.weight = net[3].weight  # one Parameter registered twice (tied weights)
         self.model = torch.nn.ModuleDict({"net": net, "tied": tied}).to(device)
@@ -50,8 +51,11 @@ def _roundtrip(device: str) -> None:
         a.step(s)
         twin.step(s)
     before = _state(a)
-    tensors = [*a.model.parameters(), *a.model.buffers(),  # parameters() lists a tied weight once
-               *(v for st in a.optim.state.values() for v in st.values() if torch.is_tensor(v))]
+    tensors = [
+        *a.model.parameters(),
+        *a.model.buffers(),  # parameters() lists a tied weight once
+        *(v for st in a.optim.state.values() for v in st.values() if torch.is_tensor(v)),
+    ]
     expected = sum(v.numel() * v.element_size() for v in tensors)
     report = a.offload()
     assert report["bytes"] == expected and report["seconds"] >= 0 and a.is_offloaded

@@ -11,7 +11,7 @@ from rlinf_robot.scheduler.errors import PlacementError
 from rlinf_robot.scheduler.placement import make_plan, placement_modes
 from rlinf_robot.scheduler.resources import GroupSpec, NodeSpec, ResourceSpec
 
-DOCTESTED = ["placement", "resources", "affinity", "timeline", "pipeline", "channel"]
+DOCTESTED = ["placement", "resources", "affinity", "timeline", "pipeline", "channel", "link"]
 
 
 @pytest.mark.parametrize("module", DOCTESTED)
@@ -22,8 +22,11 @@ def test_doctests(module):
 
 
 def rl_groups(actor=2, rollout=2, env=2):
-    return [GroupSpec("actor", actor, gpus_per_rank=1), GroupSpec("rollout", rollout, gpus_per_rank=1),
-            GroupSpec("env", env)]
+    return [
+        GroupSpec("actor", actor, gpus_per_rank=1),
+        GroupSpec("rollout", rollout, gpus_per_rank=1),
+        GroupSpec("env", env),
+    ]
 
 
 def test_registry_lists_the_three_modes_and_rejects_others():
@@ -72,21 +75,36 @@ def test_hybrid_env_and_rollout_share_actor_separate():
 
 def test_uneven_nodes_and_explicit_devices():
     spec = ResourceSpec((NodeSpec(num_cpus=4, num_gpus=2), NodeSpec(num_cpus=4, num_gpus=6)))
-    plan = make_plan("disaggregated", spec, [GroupSpec("actor", 2, 1, devices=(6, 7)), GroupSpec("rollout", 2, 1)])
+    plan = make_plan(
+        "disaggregated", spec, [GroupSpec("actor", 2, 1, devices=(6, 7)), GroupSpec("rollout", 2, 1)]
+    )
     assert plan.devices("actor") == [(6,), (7,)] and [r.gpus for r in plan.group("actor")] == [(4,), (5,)]
     assert plan.devices("rollout") == [(0,), (1,)] and {r.node for r in plan.group("rollout")} == {0}
 
 
-@pytest.mark.parametrize("mode,groups,opts,match", [
-    ("disaggregated", [GroupSpec("a", 3, 1)], {}, "ask 3 accelerator\\(s\\) but only 2 of 2"),
-    ("collocated", [GroupSpec("a", 2, 2)], {}, "ask 4 accelerator"),
-    ("disaggregated", [GroupSpec("a", 1, 1, devices=(1,)), GroupSpec("b", 1, 1, devices=(1,))], {}, "overlap"),
-    ("disaggregated", [GroupSpec("a", 1, 1, devices=(5,))], {}, "the cluster has 2"),
-    ("collocated", [GroupSpec("a", 1, 2), GroupSpec("b", 2, 1)], {}, "partly overlap"),
-    ("hybrid", [GroupSpec("a", 1, 1)], {"share": [["a", "zzz"]]}, "unknown group"),
-    ("hybrid", [GroupSpec("a", 1, 1), GroupSpec("b", 1, 1)], {"share": [["a"], ["a", "b"]]}, "more than one set"),
-    ("collocated", [GroupSpec("a", 1, 1), GroupSpec("a", 1, 1)], {}, "unique"),
-])
+@pytest.mark.parametrize(
+    "mode,groups,opts,match",
+    [
+        ("disaggregated", [GroupSpec("a", 3, 1)], {}, "ask 3 accelerator\\(s\\) but only 2 of 2"),
+        ("collocated", [GroupSpec("a", 2, 2)], {}, "ask 4 accelerator"),
+        (
+            "disaggregated",
+            [GroupSpec("a", 1, 1, devices=(1,)), GroupSpec("b", 1, 1, devices=(1,))],
+            {},
+            "overlap",
+        ),
+        ("disaggregated", [GroupSpec("a", 1, 1, devices=(5,))], {}, "the cluster has 2"),
+        ("collocated", [GroupSpec("a", 1, 2), GroupSpec("b", 2, 1)], {}, "partly overlap"),
+        ("hybrid", [GroupSpec("a", 1, 1)], {"share": [["a", "zzz"]]}, "unknown group"),
+        (
+            "hybrid",
+            [GroupSpec("a", 1, 1), GroupSpec("b", 1, 1)],
+            {"share": [["a"], ["a", "b"]]},
+            "more than one set",
+        ),
+        ("collocated", [GroupSpec("a", 1, 1), GroupSpec("a", 1, 1)], {}, "unique"),
+    ],
+)
 def test_invalid_specs_raise_clear_errors(mode, groups, opts, match):
     with pytest.raises(PlacementError, match=match):
         make_plan(mode, ResourceSpec.uniform(1, 2, 2), groups, **opts)
@@ -94,8 +112,12 @@ def test_invalid_specs_raise_clear_errors(mode, groups, opts, match):
 
 def test_cpu_oversubscription_shrinks_ray_cpus_to_fit():
     spec = ResourceSpec.uniform(1, 0, 2)
-    plan = make_plan("disaggregated", spec, [GroupSpec("env", 4, cpus_per_rank=1), GroupSpec("rollout", 1, 0, 2)],
-                     affinity="auto")
+    plan = make_plan(
+        "disaggregated",
+        spec,
+        [GroupSpec("env", 4, cpus_per_rank=1), GroupSpec("rollout", 1, 0, 2)],
+        affinity="auto",
+    )
     assert sum(b.num_cpus for b in plan.bundles) <= 2.0
     assert all(0 <= c < 2 for r in plan.ranks for c in r.cores)
 
@@ -120,7 +142,10 @@ def test_group_spec_validation_names_the_key():
         GroupSpec("actor", 0)
     with pytest.raises(PlacementError, match="unknown keys \\['gpu'\\]"):
         GroupSpec.from_dict("actor", {"num_ranks": 2, "gpu": 1})
-    assert GroupSpec.from_dict("actor", {"num_ranks": 2, "gpus_per_rank": 1, "devices": "2-3"}).devices == (2, 3)
+    assert GroupSpec.from_dict("actor", {"num_ranks": 2, "gpus_per_rank": 1, "devices": "2-3"}).devices == (
+        2,
+        3,
+    )
 
 
 # ------------------------------------------------------------------------------------ configs
@@ -142,9 +167,11 @@ def test_config_errors_name_the_key():
     from rlinf_robot.errors import ConfigError
     from rlinf_robot.scheduler.config import SchedulerConfig
 
-    base = {"placement": {"mode": "hybrid", "share": [["env", "rollout"]]},
-            "groups": {"env": {"num_ranks": 1}, "rollout": {"num_ranks": 1, "gpus_per_rank": 1}},
-            "resources": {"num_nodes": 1, "gpus_per_node": 1, "cpus_per_node": 2}}
+    base = {
+        "placement": {"mode": "hybrid", "share": [["env", "rollout"]]},
+        "groups": {"env": {"num_ranks": 1}, "rollout": {"num_ranks": 1, "gpus_per_rank": 1}},
+        "resources": {"num_nodes": 1, "gpus_per_node": 1, "cpus_per_node": 2},
+    }
     assert SchedulerConfig.from_dict(base).plan().mode == "hybrid"
     with pytest.raises(ConfigError, match="unknown keys \\['gpus'\\]"):
         SchedulerConfig.from_dict({**base, "gpus": 2})
@@ -172,9 +199,11 @@ def test_scheduler_imports_stay_light():
     import subprocess
     import sys
 
-    code = ("import sys, rlinf_robot.scheduler.config, rlinf_robot.scheduler.worker_group, "
-            "rlinf_robot.scheduler.channel, rlinf_robot.scheduler.weight_sync, rlinf_robot.workers.sim_env, "
-            "rlinf_robot.workers.rollout, rlinf_robot.commands.plan\n"
-            "print(','.join(m for m in ('ray', 'torch', 'mujoco') if m in sys.modules))")
+    code = (
+        "import sys, rlinf_robot.scheduler.config, rlinf_robot.scheduler.worker_group, "
+        "rlinf_robot.scheduler.channel, rlinf_robot.scheduler.weight_sync, rlinf_robot.workers.sim_env, "
+        "rlinf_robot.workers.rollout, rlinf_robot.commands.plan\n"
+        "print(','.join(m for m in ('ray', 'torch', 'mujoco') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == ""

@@ -44,15 +44,20 @@ class Trainer(RolloutWorker):
 @pytest.fixture(scope="module")
 def groups(cluster):
     # One plan for every group: CPU shares shrink so 5 processes fit the 2-CPU cluster.
-    plan = make_plan("disaggregated", cluster.resource_spec(),
-                     [GroupSpec("env", 1), GroupSpec("rollout", 2), GroupSpec("actor", 1), GroupSpec("doomed", 1)])
+    plan = make_plan(
+        "disaggregated",
+        cluster.resource_spec(),
+        [GroupSpec("env", 1), GroupSpec("rollout", 2), GroupSpec("actor", 1), GroupSpec("doomed", 1)],
+    )
     reservation = cluster.reserve(plan, timeout_s=30)
     launched = []
     try:
         env = WorkerGroup.launch(SimEnvWorker, "env", reservation, kwargs=ENV)
         launched.append(env)
         spec = env.call_rank(0, "env_spec").wait_one(60)
-        pol = dict(action_spec=spec["action_spec"], state_dim=spec["state_dim"], policy_kwargs={"value_head": False})
+        pol = dict(
+            action_spec=spec["action_spec"], state_dim=spec["state_dim"], policy_kwargs={"value_head": False}
+        )
         launched.append(WorkerGroup.launch(RolloutWorker, "rollout", reservation, kwargs=pol))
         launched.append(WorkerGroup.launch(Trainer, "actor", reservation, kwargs={**pol, "seed": 1}))
         yield (*launched, reservation)
@@ -67,10 +72,12 @@ def test_two_pipeline_stages_give_identical_results_to_one(groups):
     policy = rollout.actors[0]
     one = env.call_rank(0, "rollout", policy, 6, 1, True).wait_one(120)
     two = env.call_rank(0, "rollout", policy, 6, 2, True).wait_one(120)
+    over_ray = env.call_rank(0, "rollout", policy, 6, 2, True, transport="ray").wait_one(120)
     assert one["env_steps"] == two["env_steps"] == 6 * 8
     assert one["states"].shape == (7, 8, 28) and one["actions"].shape == (6, 8, 1, 6)
     for key in ("states", "actions", "rewards"):
         np.testing.assert_array_equal(one[key], two[key])
+        np.testing.assert_array_equal(one[key], over_ray[key])
     assert np.abs(one["states"][-1] - one["states"][0]).max() > 0  # the arms did move
     assert two["versions"].shape == (6, 2)
 
@@ -110,11 +117,18 @@ def test_timeline_exports_chrome_trace(groups, tmp_path):
     for g in (env, rollout):
         g.call("timeline_events").wait(30)  # drop spans of earlier tests
     env.call_rank(0, "rollout", rollout.actors[0], 4, 2).wait_one(120)
-    events = env.call_rank(0, "timeline_events").wait_one(30) + rollout.call_rank(0, "timeline_events").wait_one(30)
+    events = env.call_rank(0, "timeline_events").wait_one(30) + rollout.call_rank(
+        0, "timeline_events"
+    ).wait_one(30)
     path = write_chrome_trace(tmp_path / "trace.json", events)
     trace = json.loads(path.read_text())["traceEvents"]
     spans = [e for e in trace if e["ph"] == "X"]
-    assert {(e["name"], e["tid"]) for e in spans} >= {("env_step", 0), ("env_step", 1), ("infer", 0), ("infer", 1)}
+    assert {(e["name"], e["tid"]) for e in spans} >= {
+        ("env_step", 0),
+        ("env_step", 1),
+        ("infer", 0),
+        ("infer", 1),
+    }
     assert sum(e["name"] == "env_step" for e in spans) == 8 and all(e["dur"] >= 0 for e in spans)
     names = {e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "process_name"}
     assert names == {"env[0]", "rollout[0]"}
@@ -123,8 +137,12 @@ def test_timeline_exports_chrome_trace(groups, tmp_path):
 def test_rollout_worker_crash_surfaces_in_the_driver(cluster, groups):
     env, _, _, reservation = groups
     spec = env.call_rank(0, "env_spec").wait_one(60)
-    doomed = WorkerGroup.launch(RolloutWorker, "doomed", reservation,
-                                kwargs=dict(action_spec=spec["action_spec"], state_dim=spec["state_dim"]))
+    doomed = WorkerGroup.launch(
+        RolloutWorker,
+        "doomed",
+        reservation,
+        kwargs=dict(action_spec=spec["action_spec"], state_dim=spec["state_dim"]),
+    )
     try:
         pid = doomed.call_rank(0, "worker_info").wait_one(30)["pid"]
         running = env.call_rank(0, "rollout", doomed.actors[0], 100_000, 2)

@@ -32,9 +32,16 @@ class EchoWorker(Worker):
         self.tag = tag
 
     def whoami(self) -> dict:
-        return {"rank": self.rank, "world": self.world_size, "tag": self.tag, "pid": os.getpid(),
-                "env_rank": os.environ["RANK"], "extra": os.environ.get("EXTRA"),
-                "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "master": os.environ.get("MASTER_ADDR")}
+        return {
+            "rank": self.rank,
+            "world": self.world_size,
+            "tag": self.tag,
+            "pid": os.getpid(),
+            "env_rank": os.environ["RANK"],
+            "extra": os.environ.get("EXTRA"),
+            "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "master": os.environ.get("MASTER_ADDR"),
+        }
 
     def fail(self) -> None:
         raise ValueError(f"rank {self.rank} refuses")
@@ -48,7 +55,9 @@ class EchoWorker(Worker):
 
     def produce(self, channel: Channel, n: int) -> int:
         for i in range(n):
-            channel.put({"rank": self.rank, "i": i, "x": np.full(3, i, np.float32)}, key=f"r{self.rank}", weight=i + 1)
+            channel.put(
+                {"rank": self.rank, "i": i, "x": np.full(3, i, np.float32)}, key=f"r{self.rank}", weight=i + 1
+            )
         return n
 
 
@@ -99,10 +108,15 @@ def test_logical_gpus_follow_the_hybrid_plan(cluster):
 def test_scheduler_from_config_collocates_on_shared_logical_gpus(cluster):
     from rlinf_robot.scheduler.config import Scheduler, SchedulerConfig
 
-    cfg = SchedulerConfig.from_dict({
-        "placement": {"mode": "collocated"},
-        "groups": {"actor": {"num_ranks": 2, "gpus_per_rank": 1}, "rollout": {"num_ranks": 2, "gpus_per_rank": 1}},
-    })
+    cfg = SchedulerConfig.from_dict(
+        {
+            "placement": {"mode": "collocated"},
+            "groups": {
+                "actor": {"num_ranks": 2, "gpus_per_rank": 1},
+                "rollout": {"num_ranks": 2, "gpus_per_rank": 1},
+            },
+        }
+    )
     with Scheduler(cfg, cluster=cluster) as sched:
         assert [r.gpu_share for r in sched.plan.ranks] == [0.5] * 4
         actor = sched.launch("actor", EchoWorker)
@@ -152,8 +166,9 @@ def test_ray_listens_on_loopback_only(cluster):
 
     me = psutil.Process()
     pids = {me.pid} | {p.pid for p in me.children(recursive=True)}
-    listening = [c for c in psutil.net_connections(kind="inet")
-                 if c.status == psutil.CONN_LISTEN and c.pid in pids]
+    listening = [
+        c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids
+    ]
     assert listening, "expected Ray servers among this process tree"
     exposed = [(c.laddr.ip, c.laddr.port, c.pid) for c in listening if not _loopback(c.laddr.ip)]
     assert exposed == []
