@@ -9,6 +9,9 @@ policy is evaluated deterministically on 64 fresh episodes. One run, sequential,
 Episodes run their full 3 s (terminate_on_success=False): with the task's dense reward in [0, 1]
 per step, ending the episode on success would punish reaching the goal.
 
+Both pay the same simulator: the time inside ``env.step`` is measured separately, so the learner's own
+share (rollout bookkeeping, inference, updates) can be compared as well.
+
 Prints both and ends with: RESULT learning_speed ours=<s> peer=<s> ratio=<ours/peer> goal=<=0.5
 """
 
@@ -42,6 +45,22 @@ HP = dict(
 )
 
 
+def timed(env):
+    """Count the seconds spent inside ``env.step`` (the same env class serves both learners)."""
+    env.step_seconds = 0.0
+    step = env.step
+
+    def wrapper(actions):
+        t0 = time.perf_counter()
+        try:
+            return step(actions)
+        finally:
+            env.step_seconds += time.perf_counter() - t0
+
+    env.step = wrapper
+    return env
+
+
 def run_ours(seed: int, max_steps: int) -> dict:
     import torch
 
@@ -51,7 +70,7 @@ def run_ours(seed: int, max_steps: int) -> dict:
     from rlinf_robot.algorithms.loops.ppo_loop import PPOConfig, train_ppo
 
     torch.manual_seed(seed)
-    env = sim.make(ENV, num_envs=HP["num_envs"], **ENV_CFG)
+    env = timed(sim.make(ENV, num_envs=HP["num_envs"], **ENV_CFG))
     pol = policies.make(
         "mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, hidden=(64, 64), init_log_std=HP["log_std"]
     )
@@ -69,6 +88,7 @@ def run_ours(seed: int, max_steps: int) -> dict:
     ev = sim.make(ENV, num_envs=16, **ENV_CFG)
     return {
         "wall_s": res.wall_s,
+        "env_s": env.step_seconds,
         "env_steps": res.env_steps,
         "reached": res.reached,
         "eval": evaluate(ev, pol, 64, seed=10_000 + seed),
@@ -152,9 +172,8 @@ def run_sb3(seed: int, max_steps: int) -> dict:
             return True
 
     torch.manual_seed(seed)
-    venv = VecNormalize(
-        BatchedVecEnv(sim.make(ENV, num_envs=HP["num_envs"], **ENV_CFG)), norm_reward=False, gamma=HP["gamma"]
-    )
+    train_env = timed(sim.make(ENV, num_envs=HP["num_envs"], **ENV_CFG))
+    venv = VecNormalize(BatchedVecEnv(train_env), norm_reward=False, gamma=HP["gamma"])
     venv.seed(seed)
     model = PPO(
         "MlpPolicy",
@@ -187,7 +206,13 @@ def run_sb3(seed: int, max_steps: int) -> dict:
         act, _ = model.predict(venv.normalize_obs(obs), deterministic=True)
         obs, _, done, infos = ev.step(act)
         results += [info["is_success"] for d, info in zip(done, infos, strict=True) if d]
-    return {"wall_s": wall, "env_steps": steps, "reached": cb.reached, "eval": float(np.mean(results[:64]))}
+    return {
+        "wall_s": wall,
+        "env_s": train_env.step_seconds,
+        "env_steps": steps,
+        "reached": cb.reached,
+        "eval": float(np.mean(results[:64])),
+    }
 
 
 def main() -> None:
@@ -205,6 +230,11 @@ def main() -> None:
     if not (ours["reached"] and peer["reached"]):
         print("note: a run stopped at --max-steps before reaching the target; its wall time is a lower bound")
     ratio = ours["wall_s"] / peer["wall_s"]
+    o_rest, p_rest = ours["wall_s"] - ours["env_s"], peer["wall_s"] - peer["env_s"]
+    print(
+        f"wall = env.step + learner: ours {ours['wall_s']:.1f} = {ours['env_s']:.1f} + {o_rest:.1f} s; "
+        f"sb3 {peer['wall_s']:.1f} = {peer['env_s']:.1f} + {p_rest:.1f} s; learner-time ratio {o_rest / p_rest:.2f}"
+    )
     print(
         f"env steps to {TARGET:.0%}: ours={ours['env_steps']} sb3={peer['env_steps']}; "
         f"eval success ours={ours['eval']:.2f} sb3={peer['eval']:.2f}"

@@ -187,7 +187,7 @@ def train_ppo(
     """
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5, fused=True)
     tracker = EpisodeTracker(env.num_envs)
     obs = env.reset(seed=seed)
     steps, it, history = 0, 0, []
