@@ -106,7 +106,7 @@ def test_tiny_vla_sft_then_grpo_beats_sft_alone():
         init_log_std=-2.0,
     )
     assert pol.model.config.cameras == []  # state + instruction: cameras cost CPU render time here
-    train_sft(pol, demos, SFTConfig(epochs=20, batch_size=64, lr=2e-3))
+    train_sft(pol, demos, SFTConfig(epochs=40, batch_size=64, lr=2e-3))
     eval_env = make_env(16)
     sft_success = evaluate(eval_env, pol, 32, seed=999)
     env = make_env(16)
