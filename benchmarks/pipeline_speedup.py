@@ -2,23 +2,26 @@
 
 Workloads (the same everywhere): one ``SimEnvWorker`` stepping N MuJoCo FR3 reach envs
 (``sim.make("mujoco/fr3-reach")``, one physics thread) and one ``RolloutWorker`` running an MLP
-policy (1024 wide) whose depth is calibrated so that inferring the batch, as the pipeline's two
-micro-batches, costs about one batch env step.
+policy (1024 wide) whose depth is balanced, in the workers themselves, so that inferring the batch
+as the pipeline's two micro-batches costs about one batch env step.
 
 - sequential: env steps the whole batch, then the policy infers the whole batch (1 stage).
 - pipelined: the batch is cut into 2 micro-batches; env stepping of one overlaps inference of the
-  other (``pipeline_stages=2``), env and policy in their own processes (disaggregated plan).
+  other (``pipeline_stages=2``), env and policy in their own processes (disaggregated plan),
+  observations/actions over the policy's ZeroMQ link (also measured over plain Ray calls).
 - hybrid: the issue's hybrid placement on 2 logical GPUs (env+rollout share one, an actor trains
   on the other) running the pipelined loop, with a versioned weight sync actor -> rollout between
   rollout epochs (its cost is included).
 - ceiling: the same env and inference workloads (inference as the same two micro-batches) run at
-  the same time with no dependency between them: the most any pipeline could get out of this
-  machine right now. What the pipeline loses against it is coordination (Ray calls, waiting,
-  fill/drain); the cost of inferring in micro-batches (smaller matmuls) is printed separately.
+  the same time for as long as a rollout takes, with no dependency between them; the ceiling is
+  the slower of their two concurrent rates: the most any pipeline could get out of this machine
+  right now. What the pipeline loses against it is coordination (transport, waiting, fill/drain,
+  and stalls when either process is descheduled); the cost of inferring in micro-batches (smaller
+  matmuls) is printed separately.
 - pinned: pipelined + ceiling again with each worker pinned to its own core (affinity ``auto``).
 
-Rounds interleave every mode so the shared machine's noise hits all alike; medians are reported.
-ratio = (pipelined / sequential) / (ceiling / sequential) = pipelined / ceiling.
+Rounds interleave every mode (pipelined and ceiling A-B-B-A) so the shared machine's noise hits all
+alike; medians are reported. ratio = (pipelined / sequential) / (ceiling / sequential).
 
 Last line: RESULT pipeline_speedup ours=<pipelined speedup>x peer=<ceiling speedup>x ratio=... goal=>=0.9
 """
@@ -36,7 +39,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rlinf_robot.scheduler import Cluster, GroupSpec, NodeSpec, ResourceSpec, WorkerGroup, make_plan  # noqa: E402
-from rlinf_robot.scheduler.pipeline import stage_bounds  # noqa: E402
 from rlinf_robot.scheduler.timeline import overlap_seconds, write_chrome_trace  # noqa: E402
 from rlinf_robot.scheduler.weight_sync import push_weights  # noqa: E402
 from rlinf_robot.workers.rollout import RolloutWorker  # noqa: E402
@@ -44,10 +46,28 @@ from rlinf_robot.workers.sim_env import SimEnvWorker  # noqa: E402
 
 ENV_NAME = "mujoco/fr3-reach"
 WIDTH = 1024  # compute-bound at these batch sizes (2048-wide layers stream their weights: memory-bound)
-DEPTHS = (1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24)
+START_DEPTH = 4
 
 
-class BenchActor(RolloutWorker):
+class BenchRollout(RolloutWorker):
+    """A RolloutWorker whose MLP depth can be changed in place (to balance inference vs env cost)."""
+
+    def set_depth(self, depth: int) -> int:
+        import policies
+
+        with self._lock:
+            self.policy = policies.make(
+                "mlp",
+                action_spec=self.policy.action_spec,
+                state_dim=self.policy.obs_norm.mean.shape[0],
+                hidden=(WIDTH,) * depth,
+                value_head=False,
+            ).eval()
+            self.register_offload(policy=self.policy)
+        return sum(p.numel() for p in self.policy.parameters())
+
+
+class BenchActor(BenchRollout):
     """The actor of the hybrid run: owns the policy weights and changes them between epochs."""
 
     def train_step(self) -> int:
@@ -57,57 +77,6 @@ class BenchActor(RolloutWorker):
             for p in self.policy.parameters():
                 p.mul_(1.0 + 1e-4)
         return 0
-
-
-def calibrate(num_envs: int, stages: int) -> tuple[int, float, float]:
-    """Pick the MLP depth whose inference of the batch (as ``stages`` micro-batches, the way the
-    pipeline runs it) costs about one batch env step, measured in this process."""
-    import torch
-
-    import policies
-    import sim
-
-    torch.set_num_threads(1)
-    env = sim.make(ENV_NAME, num_envs=num_envs, num_threads=1)
-    obs = env.reset(seed=0)
-    act = np.zeros((num_envs, *env.action_spec.shape), np.float32)
-    for _ in range(3):
-        env.step(act)
-    env_ms = _time_ms(lambda: env.step(act), 10)
-    env.close()
-    best = None
-    for depth in DEPTHS:
-        torch.manual_seed(0)
-        pol = policies.make(
-            "mlp",
-            action_spec=env.action_spec,
-            state_dim=obs["state"].shape[1],
-            hidden=(WIDTH,) * depth,
-            value_head=False,
-        ).eval()
-        parts = [{"state": obs["state"][a:b]} for a, b in stage_bounds(num_envs, stages)]
-
-        def infer(p=pol, parts=parts):
-            for part in parts:
-                p.predict_action_batch(part, deterministic=True)
-
-        with torch.inference_mode():
-            infer()
-            inf_ms = _time_ms(infer, 10)
-        if best is None or abs(np.log(inf_ms / env_ms)) < abs(np.log(best[1] / env_ms)):
-            best = (depth, inf_ms)
-        if inf_ms > env_ms:
-            break
-    return best[0], env_ms, best[1]
-
-
-def _time_ms(fn, n: int) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * min(times)  # the least disturbed run: the machine is shared
 
 
 class Setup:
@@ -143,7 +112,7 @@ class Setup:
             state_dim=es["state_dim"],
             policy_kwargs={"hidden": (WIDTH,) * depth, "value_head": False},
         )
-        self.policy = self._launch(RolloutWorker, f"rollout_{tag}", pol)
+        self.policy = self._launch(BenchRollout, f"rollout_{tag}", pol)
         self.actor = self._launch(BenchActor, f"actor_{tag}", {**pol, "seed": 1}) if actor else None
         self.obs = self.env.call_rank(0, "reset").wait_one(60)
         self.version = 0
@@ -154,15 +123,19 @@ class Setup:
         self.groups.append(group)
         return group
 
-    def _cpu(self) -> float:
-        return sum(g.call_rank(0, "cpu_seconds").wait_one(60) for g in (self.env, self.policy))
+    def _cpu(self) -> np.ndarray:
+        return np.array([g.call_rank(0, "cpu_seconds").wait_one(60) for g in (self.env, self.policy)])
+
+    def set_depth(self, depth: int) -> None:
+        for g in self.groups[1:]:
+            g.call("set_depth", depth).wait(120)
 
     def rollout(self, steps: int, stages: int, transport: str = "link") -> dict:
         cpu0 = self._cpu()
         out = self.env.call_rank(
             0, "rollout", self.policy.actors[0], steps, stages, transport=transport
         ).wait_one(600)
-        self.cpu_ms[f"{transport}{stages}"].append(1e3 * (self._cpu() - cpu0) / steps)
+        self.cpu_ms[f"{transport}{stages}"].append(1e3 * (self._cpu() - cpu0).sum() / steps)
         return {"sps": out["env_steps"] / out["seconds"], "versions": out["versions"]}
 
     def hybrid(self, steps: int, epochs: int) -> float:
@@ -176,21 +149,26 @@ class Setup:
             assert (out["versions"] == self.version).all(), "a rollout step used stale weights"
         return epochs * (steps // epochs) * self.num_envs / (time.perf_counter() - t0)
 
-    def ceiling(self, steps: int) -> float:
-        """Env and inference workloads at once, no dependency: env-steps/s both sides sustain."""
+    def ceiling(self, seconds: float) -> float:
+        """Env and inference workloads at once for ``seconds``, no dependency between them: the
+        env-steps/s both sustain together (the slower of the two concurrent rates)."""
         cpu0 = self._cpu()
-        e = self.env.call_rank(0, "stress", steps)
-        p = self.policy.call_rank(0, "stress", self.obs, steps, 2)  # the micro-batches the pipeline infers
+        e = self.env.call_rank(0, "stress", seconds=seconds)
+        p = self.policy.call_rank(
+            0, "stress", self.obs, stages=2, seconds=seconds
+        )  # the pipeline's micro-batches
         e, p = e.wait_one(600), p.wait_one(600)
-        self.cpu_ms["ceiling"].append(1e3 * (self._cpu() - cpu0) / steps)
-        return steps * self.num_envs / (max(e["end"], p["end"]) - min(e["start"], p["start"]))
+        cpu = self._cpu() - cpu0
+        self.cpu_ms["ceiling"].append(1e3 * (cpu[0] / e["steps"] + cpu[1] / p["batches"]))
+        rate = min(e["steps"] / (e["end"] - e["start"]), p["batches"] / (p["end"] - p["start"]))
+        return rate * self.num_envs
 
-    def solo(self, steps: int) -> tuple[float, float, float]:
-        """ms per batch: env step, full-batch inference, inference as 2 half batches (each alone)."""
-        e = self.env.call_rank(0, "stress", steps).wait_one(600)
-        p1 = self.policy.call_rank(0, "stress", self.obs, steps, 1).wait_one(600)
-        p2 = self.policy.call_rank(0, "stress", self.obs, steps, 2).wait_one(600)
-        return tuple(1e3 * (x["end"] - x["start"]) / steps for x in (e, p1, p2))
+    def solo(self, seconds: float) -> tuple[float, float, float]:
+        """ms per batch, each workload alone: env step, full-batch inference, as 2 half batches."""
+        e = self.env.call_rank(0, "stress", seconds=seconds).wait_one(600)
+        p1 = self.policy.call_rank(0, "stress", self.obs, stages=1, seconds=seconds).wait_one(600)
+        p2 = self.policy.call_rank(0, "stress", self.obs, stages=2, seconds=seconds).wait_one(600)
+        return tuple(1e3 * (x["end"] - x["start"]) / x.get("steps", x.get("batches")) for x in (e, p1, p2))
 
     def trace(self) -> list[dict]:
         return [ev for g in (self.env, self.policy) for ev in g.call_rank(0, "timeline_events").wait_one(60)]
@@ -225,58 +203,60 @@ def analyse(events: list[dict]) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--envs", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=50, help="env steps per measured run")
+    ap.add_argument("--steps", type=int, default=50, help="env steps per measured rollout")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--trace", default="build/bench/pipeline_trace.json")
     args = ap.parse_args()
 
-    depth, env_ms, inf_ms = calibrate(args.envs, 2)
-    print(
-        f"calibration: {args.envs} envs step in {env_ms:.1f} ms; MLP {depth}x{WIDTH} infers them (2 micro-batches) "
-        f"in {inf_ms:.1f} ms"
-    )
     cluster = Cluster(num_cpus=None, num_gpus=2, namespace="bench_pipeline", log_to_driver=False)
-    cores = cluster.nodes()[0].num_cpus
-    third = round(cores / 3, 4)
-    setups = {}
+    third = round(cluster.nodes()[0].num_cpus / 3, 4)  # three setups side by side, idle when not measured
+    setups: dict[str, Setup] = {}
     try:
-        setups["off"] = Setup(cluster, "off", "disaggregated", args.envs, depth, "off", third)
-        setups["pin"] = Setup(cluster, "pin", "disaggregated", args.envs, depth, "auto", third)
-        setups["hyb"] = Setup(cluster, "hyb", "hybrid", args.envs, depth, "off", third, gpus=2, actor=True)
+        setups["off"] = Setup(cluster, "off", "disaggregated", args.envs, START_DEPTH, "off", third)
+        setups["pin"] = Setup(cluster, "pin", "disaggregated", args.envs, START_DEPTH, "auto", third)
+        setups["hyb"] = Setup(
+            cluster, "hyb", "hybrid", args.envs, START_DEPTH, "off", third, gpus=2, actor=True
+        )
         print(setups["pin"].plan.describe())
         print(setups["hyb"].plan.describe())
-        for s in setups.values():  # warm up: first calls import torch / build models
-            s.rollout(3, 2)
-            s.cpu_ms = {k: [] for k in s.cpu_ms}
-        env_solo, inf_solo, inf_half = setups["off"].solo(args.steps)
-        rows: dict[str, list[float]] = {
-            k: [] for k in ("seq", "pipe", "ceil", "pipe_ray", "pin_pipe", "pin_ceil", "hybrid")
-        }
+        off, pin = setups["off"], setups["pin"]
+        depth = START_DEPTH
+        for _ in range(2):  # balance: inference (as 2 micro-batches) ~ one env step, measured in the workers
+            env_ms, _, half_ms = off.solo(1.0)
+            depth = max(1, round(depth * env_ms / half_ms))
+            for st in setups.values():
+                st.set_depth(depth)
+        for st in setups.values():  # warm up, then forget the warm-up's CPU time
+            st.rollout(3, 2)
+            st.cpu_ms = {k: [] for k in st.cpu_ms}
+        env_solo, inf_solo, inf_half = off.solo(1.5)
+        print(
+            f"balanced: MLP {depth}x{WIDTH}; alone: env step {env_solo:.1f} ms, inference {inf_half:.1f} ms "
+            f"as 2 micro-batches ({inf_solo:.1f} ms as one batch) for {args.envs} envs"
+        )
+        keys = ("seq", "pipe", "ceil", "pipe_ray", "pin_pipe", "pin_ceil", "hybrid")
+        rows: dict[str, list[float]] = {k: [] for k in keys}
         ratios, pin_ratios = [], []
         for r in range(args.rounds):
-            off, pin = setups["off"], setups["pin"]
             # Pipelined and ceiling in A-B-B-A order: a load change during the round hits both alike.
-            p1, c1, c2, p2 = (
-                off.rollout(args.steps, 2)["sps"],
-                off.ceiling(args.steps),
-                off.ceiling(args.steps),
-                off.rollout(args.steps, 2)["sps"],
-            )
-            rows["pipe"] += [p1, p2]
+            p1 = off.rollout(args.steps, 2)
+            window = args.steps / (p1["sps"] / args.envs)  # the ceiling runs as long as a rollout
+            c1, c2 = off.ceiling(window), off.ceiling(window)
+            p2 = off.rollout(args.steps, 2)
+            rows["pipe"] += [p1["sps"], p2["sps"]]
             rows["ceil"] += [c1, c2]
             rows["seq"].append(off.rollout(args.steps, 1)["sps"])
             rows["pipe_ray"].append(off.rollout(args.steps, 2, transport="ray")["sps"])
             rows["pin_pipe"].append(pin.rollout(args.steps, 2)["sps"])
-            rows["pin_ceil"].append(pin.ceiling(args.steps))
+            rows["pin_ceil"].append(pin.ceiling(window))
             rows["hybrid"].append(setups["hyb"].hybrid(args.steps, epochs=3))
-            ratios.append((p1 + p2) / (c1 + c2))
+            ratios.append((p1["sps"] + p2["sps"]) / (c1 + c2))
             pin_ratios.append(rows["pin_pipe"][-1] / rows["pin_ceil"][-1])
             print(
                 f"round {r}: "
                 + "  ".join(f"{k}={v[-1]:.0f}" for k, v in rows.items())
                 + f" env-steps/s; pipelined/ceiling {ratios[-1]:.2f}"
             )
-        off = setups["off"]
         cpu = {k: statistics.median(v) for k, v in off.cpu_ms.items() if v}
         off.trace()  # drop earlier spans; trace one clean pipelined run
         off.rollout(args.steps, 2)
@@ -284,46 +264,41 @@ def main() -> int:
         path = write_chrome_trace(args.trace, events)
         why = analyse(events)
     finally:
-        for s in setups.values():
-            s.close()
+        for st in setups.values():
+            st.close()
         cluster.shutdown()
 
     med = {k: statistics.median(v) for k, v in rows.items()}
     speedup, ceiling = med["pipe"] / med["seq"], med["ceil"] / med["seq"]
     ratio = speedup / ceiling  # = pipelined / ceiling throughput (medians)
     print(
-        f"\nworkload alone: env step {env_solo:.1f} ms/batch, inference {inf_solo:.1f} ms/batch "
-        f"({inf_half:.1f} ms as 2 half batches); ideal 2-core speedup "
-        f"{(env_solo + inf_solo) / max(env_solo, inf_half):.2f}x"
+        f"\nideal 2-core speedup for these costs: {(env_solo + inf_solo) / max(env_solo, inf_half):.2f}x; "
+        f"inferring in 2 micro-batches costs {inf_half / inf_solo - 1:+.0%} vs one batch"
     )
     print("median env-steps/s: " + ", ".join(f"{k} {v:.0f}" for k, v in med.items()))
     print(
         f"pipelined speedup {speedup:.2f}x, ceiling {ceiling:.2f}x, hybrid {med['hybrid'] / med['seq']:.2f}x "
-        f"(incl. weight sync every {args.steps // 3} steps)"
+        f"(incl. a weight sync every {args.steps // 3} steps)"
     )
+    print(f"per-round ratio pipelined/ceiling: {', '.join(f'{x:.2f}' for x in ratios)}")
     print(
         f"pinned (affinity=auto): pipelined {med['pin_pipe']:.0f} vs unpinned {med['pipe']:.0f} env-steps/s "
         f"({med['pin_pipe'] / med['pipe'] - 1:+.1%}); ratio pinned {med['pin_pipe'] / med['pin_ceil']:.2f} "
-        f"vs unpinned {ratio:.2f}"
-    )
-    print(
-        f"per-round ratio pipelined/ceiling: {', '.join(f'{x:.2f}' for x in ratios)}; pinned: "
-        f"{', '.join(f'{x:.2f}' for x in pin_ratios)}"
-    )
-    print(
-        f"pipelined env worker time (trace {path}): stepping {why['env_busy']:.0%}, waiting for actions "
-        f"{why['env_wait']:.0%}, submitting requests {why['submit']:.0%}, other {why['other']:.0%}; env and policy "
-        f"overlapped "
-        f"{why['overlap']:.0%} of the wall time"
-    )
-    print(
-        f"CPU time per batch step (env + policy processes, not inflated by other load): ceiling "
-        f"{cpu['ceiling']:.1f} ms, pipelined {cpu['link2']:.1f} ms (link) / {cpu['ray2']:.1f} ms (Ray calls), "
-        f"sequential {cpu['link1']:.1f} ms"
+        f"vs unpinned {ratio:.2f}; per round {', '.join(f'{x:.2f}' for x in pin_ratios)}"
     )
     print(
         f"pipelined over Ray actor calls instead of the link: {med['pipe_ray']:.0f} env-steps/s "
         f"(ratio {med['pipe_ray'] / med['ceil']:.2f})"
+    )
+    print(
+        f"CPU per batch step (env + policy processes; not inflated by other load like wall time): ceiling "
+        f"{cpu['ceiling']:.1f} ms, pipelined {cpu['link2']:.1f} ms over the link / {cpu['ray2']:.1f} ms over "
+        f"Ray calls, sequential {cpu['link1']:.1f} ms"
+    )
+    print(
+        f"pipelined env worker (trace {path}): stepping {why['env_busy']:.0%}, waiting for actions "
+        f"{why['env_wait']:.0%}, submitting {why['submit']:.0%}, other {why['other']:.0%}; env and policy "
+        f"computing at the same time {why['overlap']:.0%} of the wall time"
     )
     print(f"RESULT pipeline_speedup ours={speedup:.2f}x peer={ceiling:.2f}x ratio={ratio:.2f} goal=>=0.9")
     return 0

@@ -108,9 +108,11 @@ class RolloutWorker(Worker):
             self._link.close()
             self._link = None
 
-    def stress(self, obs: dict[str, Any], num_calls: int, stages: int = 1) -> dict[str, float]:
-        """The inference workload alone: ``num_calls`` batches, each cut into ``stages`` parts
-        (for the parallel-ceiling measurement; no env, no waiting)."""
+    def stress(
+        self, obs: dict[str, Any], num_calls: int = 0, stages: int = 1, seconds: float = 0.0
+    ) -> dict[str, float]:
+        """The inference workload alone: batches cut into ``stages`` parts, at least ``num_calls``
+        and for at least ``seconds`` (for the parallel-ceiling measurement; no env, no waiting)."""
         n = len(obs["state"])
         parts = [
             {
@@ -121,11 +123,13 @@ class RolloutWorker(Worker):
             for a, b in stage_bounds(n, stages)
         ]
         t0 = time.time()
-        with self._torch.inference_mode():
-            for _ in range(num_calls):
+        batches = 0
+        with self._lock, self._torch.inference_mode():
+            while batches < num_calls or time.time() - t0 < seconds:
                 for p in parts:
                     self.policy.predict_action_batch(p, deterministic=True)
-        return {"start": t0, "end": time.time(), "calls": num_calls * stages}
+                batches += 1
+        return {"start": t0, "end": time.time(), "batches": batches, "calls": batches * stages}
 
     def state_checksum(self) -> float:
         """Sum of all weights (a cheap way for tests to see that a sync or onload landed)."""

@@ -151,18 +151,21 @@ class SimEnvWorker(Worker):
             out["rewards"] = np.concatenate([np.stack(r) for r in rews], axis=1)
         return out
 
-    def stress(self, num_steps: int) -> dict[str, float]:
-        """The env workload alone (no policy): ``num_steps`` steps of every shard with random actions.
-        Used to measure the machine's parallel ceiling next to ``RolloutWorker.stress``."""
+    def stress(self, num_steps: int = 0, seconds: float = 0.0) -> dict[str, float]:
+        """The env workload alone (no policy): steps of every shard with random actions, at least
+        ``num_steps`` and for at least ``seconds``. Used to measure the machine's parallel ceiling
+        next to ``RolloutWorker.stress``."""
         if self._obs is None:
             self.reset()
         rng = np.random.default_rng(self.seed)
         t0 = time.time()
-        for _ in range(num_steps):
+        steps = 0
+        while steps < num_steps or time.time() - t0 < seconds:
             for env in self.shards:
                 spec = env.action_spec
                 env.step(rng.uniform(spec.low, spec.high, (env.num_envs, *spec.shape)).astype(np.float32))
-        return {"start": t0, "end": time.time(), "env_steps": num_steps * self.num_envs}
+            steps += 1
+        return {"start": t0, "end": time.time(), "steps": steps, "env_steps": steps * self.num_envs}
 
     def close(self) -> None:
         for client in self._links.values():
