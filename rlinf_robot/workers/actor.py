@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.scheduler.worker import Worker
+from rlinf_robot.workers.checkpoint import flatten_optimizer, unflatten_optimizer
 
 STRATEGIES = ("auto", "fsdp", "ddp", "none")
 
@@ -229,7 +230,7 @@ class ActorTrainer:
             tmp = path.with_name(path.name + ".tmp")
             tmp.mkdir(parents=True, exist_ok=True)
             save_file({k: v.contiguous() for k, v in model_sd.items()}, str(tmp / "model.safetensors"))
-            tensors, groups = _flatten_optimizer(optim_sd)
+            tensors, groups = flatten_optimizer(optim_sd)
             save_file(tensors, str(tmp / "optimizer.safetensors"))
             meta = {
                 "format": 1,
@@ -259,7 +260,7 @@ class ActorTrainer:
         path = Path(path)
         meta = json.loads((path / "trainer.json").read_text())
         model_sd = load_file(str(path / "model.safetensors"))
-        optim_sd = _unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), meta["param_groups"])
+        optim_sd = unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), meta["param_groups"])
         set_model_state_dict(self.module, model_sd, options=StateDictOptions(full_state_dict=True))
         # Parameters that never had a gradient (e.g. the value head under behaviour cloning) have no
         # optimizer state yet: not strict there, strict for the weights.
@@ -275,28 +276,6 @@ class ActorTrainer:
             if name not in optim_sd["state"]:
                 self.optimizer.state.pop(p, None)
         self.step = int(meta["step"])
-
-
-def _flatten_optimizer(optim_sd: dict) -> tuple[dict[str, Tensor], list[dict]]:
-    """``{"state": {fqn: {k: v}}, "param_groups": [...]}`` -> (tensors "state/<fqn>/<k>", JSON groups)."""
-    tensors = {}
-    for fqn, st in optim_sd["state"].items():
-        for k, v in st.items():
-            tensors[f"state/{fqn}/{k}"] = torch.as_tensor(v).detach().cpu().contiguous()
-    groups = [
-        {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in optim_sd["param_groups"]
-    ]
-    return tensors, groups
-
-
-def _unflatten_optimizer(tensors: dict[str, Tensor], groups: list[dict]) -> dict:
-    state: dict[str, dict[str, Tensor]] = {}
-    for key, v in tensors.items():
-        _, rest = key.split("/", 1)
-        fqn, k = rest.rsplit("/", 1)
-        state.setdefault(fqn, {})[k] = v
-    groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in groups]
-    return {"state": state, "param_groups": groups}
 
 
 # ------------------------------------------------------------------ Ray worker
