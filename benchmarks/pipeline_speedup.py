@@ -187,10 +187,14 @@ def analyse(events: list[dict]) -> dict[str, float]:
     busy = sum(e["end_ns"] - e["start_ns"] for e in env if e["name"] == "env_step")
     wait = sum(e["end_ns"] - e["start_ns"] for e in env if e["name"] == "wait_actions")
     submit = sum(e["end_ns"] - e["start_ns"] for e in env if e["name"] == "submit")
-    infer = sum(e["end_ns"] - e["start_ns"] for e in events if e["name"] == "infer")
+    infers = [e for e in events if e["name"] == "infer"]
+    infer = sum(e["end_ns"] - e["start_ns"] for e in infers)
+    steps = [e for e in env if e["name"] == "env_step"]
     wall = t1 - t0
     return {
         "wall_s": wall / 1e9,
+        "step_ms": 2 * busy / len(steps) / 1e6,  # per full batch (2 micro-batches)
+        "infer_ms": 2 * infer / len(infers) / 1e6,
         "env_busy": busy / wall,
         "env_wait": wait / wall,
         "policy_busy": infer / wall,
@@ -294,6 +298,10 @@ def main() -> int:
         f"CPU per batch step (env + policy processes; not inflated by other load like wall time): ceiling "
         f"{cpu['ceiling']:.1f} ms, pipelined {cpu['link2']:.1f} ms over the link / {cpu['ray2']:.1f} ms over "
         f"Ray calls, sequential {cpu['link1']:.1f} ms"
+    )
+    print(
+        f"inside the pipelined run: env step {why['step_ms']:.1f} ms and inference {why['infer_ms']:.1f} ms per "
+        f"batch (alone: {env_solo:.1f} / {inf_half:.1f} ms); policy busy {why['policy_busy']:.0%} of the time"
     )
     print(
         f"pipelined env worker (trace {path}): stepping {why['env_busy']:.0%}, waiting for actions "
