@@ -84,7 +84,9 @@ def bench_images(n: int) -> tuple[float, float]:
         env.reset(seed=0)
         steps = max(3, int(40 / n))
         spec = env.action_spec
-        actions = np.random.default_rng(0).uniform(spec.low, spec.high, (steps, n, *spec.shape)).astype(np.float32)
+        actions = (
+            np.random.default_rng(0).uniform(spec.low, spec.high, (steps, n, *spec.shape)).astype(np.float32)
+        )
         env.step(actions[0])
         step_rates, frame_rates = [], []
         for _ in range(ROUNDS):
@@ -99,7 +101,9 @@ def bench_images(n: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    print(f"mujoco {mujoco.__version__}, {len(os.sched_getaffinity(0))} cores available, control 20 Hz = 25 substeps")
+    print(
+        f"mujoco {mujoco.__version__}, {len(os.sched_getaffinity(0))} cores available, control 20 Hz = 25 substeps"
+    )
     print(f"{'num_envs':>8} {'ours steps/s':>13} {'raw steps/s':>12} {'ratio':>6}")
     worst = None
     for n in SIZES:
@@ -119,7 +123,9 @@ def main() -> None:
         print(f"{n:>8} {rate:>13.0f} {fps:>14.0f}")
     print(f"image frames/s per core: {min(frames):.0f} worst, goal >= 300")
     ours, raw, ratio = worst
-    print(f"RESULT sim_throughput_state ours={ours:.0f}steps/s peer={raw:.0f}steps/s ratio={ratio:.2f} goal=>=0.5")
+    print(
+        f"RESULT sim_throughput_state ours={ours:.0f}steps/s peer={raw:.0f}steps/s ratio={ratio:.2f} goal=>=0.5"
+    )
 
 
 if __name__ == "__main__":

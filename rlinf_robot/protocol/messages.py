@@ -83,7 +83,9 @@ class Observation(_Base, kw_only=True, tag="observation"):
             _require(isinstance(img, np.ndarray), f"images[{cam}] must be an array")
             _require(
                 img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] in (1, 3, 4),
-                lambda cam=cam, img=img: f"images[{cam}] must be uint8 [H, W, C], got {img.dtype} {img.shape}",
+                lambda cam=cam, img=img: (
+                    f"images[{cam}] must be uint8 [H, W, C], got {img.dtype} {img.shape}"
+                ),
             )
 
 

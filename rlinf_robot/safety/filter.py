@@ -155,7 +155,9 @@ class SafetyFilter:
         if lim.on_workspace_violation.get(mode, "reject") == "reject":
             p = self.tcp_position(target)
             if not self.in_workspace(p):
-                return Rejection("workspace", f"TCP of target at {np.round(p, 3).tolist()} is outside the box")
+                return Rejection(
+                    "workspace", f"TCP of target at {np.round(p, 3).tolist()} is outside the box"
+                )
         delta = target - q
         ratio = float(np.max(np.abs(delta) / self._joint_step))
         if ratio > 1.0:
@@ -164,7 +166,9 @@ class SafetyFilter:
         if not self.in_workspace(self.tcp_position(target)):
             target = self._bisect_joint(q, target)
             if target is None:
-                return Rejection("workspace", "the arm is outside the box and the command moves it further out")
+                return Rejection(
+                    "workspace", "the arm is outside the box and the command moves it further out"
+                )
             adj.append("clamped_workspace")
         return target
 
@@ -188,7 +192,9 @@ class SafetyFilter:
         above = np.maximum(p - self.limits.workspace_max, 0.0)
         return float(np.linalg.norm(below + above))
 
-    def _cartesian(self, mode: str, values: np.ndarray, ee: np.ndarray, adj: list[str]) -> np.ndarray | Rejection:
+    def _cartesian(
+        self, mode: str, values: np.ndarray, ee: np.ndarray, adj: list[str]
+    ) -> np.ndarray | Rejection:
         pos, quat = ee[:3], ee[3:] / np.linalg.norm(ee[3:])
         if mode == "ee_target":
             norm = float(np.linalg.norm(values[3:]))
@@ -214,7 +220,9 @@ class SafetyFilter:
         if not self.in_workspace(t_pos):
             clipped = np.clip(t_pos, self.limits.workspace_min, self.limits.workspace_max)
             if not self.in_workspace(pos) and self._box_violation(t_pos) >= self._box_violation(pos):
-                return Rejection("workspace", "the TCP is outside the box and the command moves it further out")
+                return Rejection(
+                    "workspace", "the TCP is outside the box and the command moves it further out"
+                )
             t_pos = clipped if self.in_workspace(pos) else t_pos
             adj.append("clamped_workspace")
         return np.concatenate([t_pos, t_quat])

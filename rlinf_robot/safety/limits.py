@@ -85,7 +85,13 @@ class SafetyLimits:
             v = getattr(self, key)
             if not 0.0 < v <= 1.0:
                 raise ConfigError(f"{source}: {key} must be in (0, 1], got {v}")
-        for key in ("max_joint_step", "max_ee_speed", "max_ee_step", "max_ee_angular_speed", "max_ee_rot_step"):
+        for key in (
+            "max_joint_step",
+            "max_ee_speed",
+            "max_ee_step",
+            "max_ee_angular_speed",
+            "max_ee_rot_step",
+        ):
             v = getattr(self, key)
             if not v > 0:
                 raise ConfigError(f"{source}: {key} must be positive, got {v}")
