@@ -38,8 +38,10 @@ def test_franky_connects_and_moves_a_joint(franka_sim):
     assert out.returncode == 0, out.stderr
     values = np.array([float(x) for x in out.stdout.split()])
     q0, q1 = values[:7], values[7:]
-    assert q1[0] - q0[0] == pytest.approx(0.1, abs=2e-3)
-    np.testing.assert_allclose(q1[1:], q0[1:], atol=2e-3)
+    # franka-sim's simulated joint servo has a steady-state error of a few mrad that depends on
+    # timing (CI measured 2.2 mrad under load); 5 mrad (0.3 deg) still proves the 0.1 rad move.
+    assert q1[0] - q0[0] == pytest.approx(0.1, abs=5e-3)
+    np.testing.assert_allclose(q1[1:], q0[1:], atol=5e-3)
 
 
 def test_server_runs_from_its_own_venv(franka_sim):
