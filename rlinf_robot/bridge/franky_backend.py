@@ -4,8 +4,8 @@ For a robot PC that does not run ROS, and as the bridge's real-arm integration t
 franka-sim (which speaks the real libfranka protocol). Every target is a franky asynchronous
 ``JointMotion`` that replaces the previous one, so a new chunk step takes over smoothly; Cartesian
 targets are resolved to joints with our FK/IK (one control signal type, one TCP definition).
-``hold`` is a motion to the current joints with a higher dynamics factor: a smooth stop, not a
-brake. ``stop`` preempts the control loop at once.
+``hold`` is a motion, with a higher dynamics factor, to where the running one can stop without
+reversing (``rlinf_robot.robot.franka.braking``): a smooth stop, not a brake. ``stop`` preempts the control loop at once.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from rlinf_robot.bridge.backend import FR3_HOME
 from rlinf_robot.bridge.ik import solve_ik, tcp_pose
 from rlinf_robot.errors import MissingDependency, ReflexError
 from rlinf_robot.protocol import Observation
+from rlinf_robot.robot.franka.braking import franky_braking_target
 from rlinf_robot.robot.sched import keep_scheduling
 from rlinf_robot.safety import RobotState, SafeAction, SafetyLimits
 
@@ -103,8 +104,12 @@ class FrankyBackend:
         self._move(target, self.dynamics_factor)
 
     def hold(self) -> None:
-        q, _ = self._read()
-        self._move(q, self.hold_dynamics_factor)
+        """Brake where the running motion can stop under the hold dynamics, never reversing."""
+        with self._lock:
+            target = franky_braking_target(
+                self.robot, self.hold_dynamics_factor, self.limits.q_lo, self.limits.q_hi
+            )
+        self._move(target, self.hold_dynamics_factor)
 
     def stop(self) -> None:
         with self._lock:

@@ -28,12 +28,15 @@ from rlinf_robot.safety import RobotState, SafeAction
 @dataclass(frozen=True)
 class CommandSinks:
     """Where commands go. ``joint_command(q[7], gripper_width | None)``, ``ee_command(pose[7])``,
-    ``call(name) -> (ok, message)`` (blocking service call), ``stop()`` (must not block)."""
+    ``call(name) -> (ok, message)`` (blocking service call), ``stop()`` and ``hold()`` (must not
+    block). ``hold`` asks the arm's driver to brake where it can: a target of "the current joints"
+    would make a moving arm overshoot and drive back (see ``rlinf_robot.robot.franka.braking``)."""
 
     joint_command: Callable[[np.ndarray, float | None], None]
     ee_command: Callable[[np.ndarray], None]
     call: Callable[[str], tuple[bool, str]]
     stop: Callable[[], None]
+    hold: Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -150,10 +153,8 @@ class StreamBackend:
 
     def hold(self) -> None:
         with self._lock:
-            self._target = None
-            s = self._arm
-        if s is not None:
-            self.sinks.joint_command(s.value[0], None)  # the current joints: zero-velocity target
+            self._target = None  # keepalive stops re-sending the last step
+        self.sinks.hold()
 
     def stop(self) -> None:
         with self._lock:

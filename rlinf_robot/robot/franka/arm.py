@@ -96,6 +96,7 @@ class FrankaArm(FaultHandling, Robot):
         self._last_connect_try = -math.inf
         self._last_recovery_try = -math.inf
         self._stop_wall = -math.inf
+        self._hold_wall = -math.inf
         self._home_done = threading.Event()
 
     # ------------------------------------------------------------------ Robot API
@@ -174,7 +175,7 @@ class FrankaArm(FaultHandling, Robot):
         self.faults.fire("activate", "lifecycle activate")
 
     def deactivate(self) -> None:
-        self._clear_goal()
+        self.hold("lifecycle deactivate")
         self.faults.fire("deactivate", "lifecycle deactivate: holding")
 
     def add_listener(self, fn: Callable[[ArmObservation], None]) -> None:
@@ -198,7 +199,7 @@ class FrankaArm(FaultHandling, Robot):
         if isinstance(verdict, Rejection):
             self.counters["rejected"] += 1
             self.counters[f"rejected_{verdict.reason}"] += 1
-            if verdict.reason not in ("not_active", "homing"):
+            if verdict.reason not in ("not_active", "homing", "before_hold"):
                 self._clear_goal()
             log.debug("command rejected (%s): %s", verdict.reason, verdict.detail)
         return verdict
@@ -214,6 +215,8 @@ class FrankaArm(FaultHandling, Robot):
             return Rejection("bad_stamp", f"command stamped {-age:.3f} s in the future")
         if wall_stamp <= self._stop_wall:
             return Rejection("before_stop", "command was issued before the last stop")
+        if wall_stamp <= self._hold_wall:
+            return Rejection("before_hold", "command was issued before the last hold")
         stamp = now_m - max(age, 0.0)
         if not self.watchdog.is_fresh(stamp, now_m):
             return Rejection(
@@ -246,6 +249,31 @@ class FrankaArm(FaultHandling, Robot):
         if not self._home_done.wait(timeout_s):
             return False, f"home not reached within {timeout_s:g} s (state {self.state.value})"
         return True, "at home"
+
+    def hold(self, reason: str = "hold requested", timeout_s: float = 2.0) -> tuple[bool, str]:
+        """Stop smoothly and stay: the running motion is taken over by one that ends where it can
+        stop without reversing (``braking``), the goal is dropped, and commands issued before now are
+        refused. Not latching: the next fresh command moves the arm again. Deadman trips and lease
+        loss upstream (bridge_node) end here."""
+        self._hold_wall = time.time()
+        self._clear_goal()
+        self.counters["holds"] += 1
+        log.info("hold: %s", reason)
+        return self._in_loop(self._brake_now, timeout_s)
+
+    def _brake_now(self) -> tuple[bool, str]:
+        if self.faults.state is not ArmState.ACTIVE:
+            return True, f"the arm is {self.faults.state.value}: nothing moves"
+        with self._motion_lock:
+            try:
+                self._last_sent = self.link.brake(self.safety.limits.q_lo, self.safety.limits.q_hi)
+            except ReflexError as exc:
+                self._on_reflex(exc)
+                return False, f"reflex while braking: {exc}"
+            except LinkLost as exc:
+                self._on_link_lost(exc)
+                return False, f"link lost while braking: {exc}"
+        return True, "holding"
 
     def stop(self, reason: str = "stop requested") -> None:
         """Latching e-stop: preempt the motion now, drop the goal, refuse commands until ``reset``."""
@@ -361,6 +389,7 @@ class FrankaArm(FaultHandling, Robot):
         if goal.expires and not self.watchdog.is_fresh(goal.stamp):
             self.watchdog.expired()
             self._drop(goal, "dropped_stale")
+            self._brake_now()  # the command that set this motion is stale: stop it, do not finish it
             return
         if goal.final is not None:
             target, safe = goal.final, None  # handed over unscaled already: nothing left to check

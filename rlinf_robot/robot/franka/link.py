@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlinf_robot.errors import LinkLost, MissingDependency, ReflexError
+from rlinf_robot.robot.franka.braking import franky_braking_target
 from rlinf_robot.robot.sched import keep_scheduling
 
 
@@ -97,6 +98,17 @@ class FrankyLink:
         robot = self._require()
         motion = franky.JointMotion([float(x) for x in target], return_when_finished=False)
         self._guard(lambda: robot.move(motion, asynchronous=True))
+
+    def brake(self, q_lo: np.ndarray | None = None, q_hi: np.ndarray | None = None) -> np.ndarray:
+        """Take over the running motion with one that stops where it can (see ``braking``) and
+        keeps holding there; returns that target."""
+        robot = self._require()
+        try:
+            target = franky_braking_target(robot, self._factor, q_lo, q_hi)
+        except Exception as exc:
+            raise LinkLost(f"lost the arm at {self.host}: {exc}") from exc
+        self.move_joints(target)
+        return target
 
     def poll(self) -> bool:
         """Whether a motion runs; raises ``ReflexError`` / ``LinkLost`` if the last one failed."""

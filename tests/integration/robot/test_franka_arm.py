@@ -61,3 +61,66 @@ def test_a_command_from_before_a_stop_never_runs(arm):
     late = arm.submit(ArmAction("joint_delta", np.full(7, 0.01)), wall_stamp=issued)
     assert isinstance(late, Rejection) and late.reason == "before_stop"
     assert arm.diagnostics()["rejected_before_stop"] == 1
+
+
+def _record(arm: FrankaArm, seconds: float) -> tuple[np.ndarray, np.ndarray]:
+    """Commanded and measured joint positions at every control tick for ``seconds``."""
+    samples: list[tuple[np.ndarray, np.ndarray]] = []
+    arm.add_listener(lambda obs: samples.append((obs.q_d.copy(), obs.q.copy())))
+    time.sleep(seconds)
+    arm._listeners.pop()
+    return np.array([s[0] for s in samples]), np.array([s[1] for s in samples])
+
+
+def _moving(arm: FrankaArm, joint: int, speed: float) -> bool:
+    return abs(arm.get_observation()["joint_vel"][joint]) > speed
+
+
+def _back_travel(q: np.ndarray, joint: int, direction: float) -> float:
+    travel = direction * (q[:, joint] - q[0, joint])
+    return float(np.max(np.maximum.accumulate(travel) - travel))
+
+
+def _assert_stops_without_reversing(recorded: tuple[np.ndarray, np.ndarray], joint: int, direction: float) -> None:
+    q_d, q = recorded
+    assert direction * (q_d[-1, joint] - q_d[0, joint]) > 0.0, "the arm did not keep decelerating forward"
+    # The commanded motion never drives back (the bug: a hold at the measured joints went back 7 mrad
+    # at 0.2 rad/s); the measured joint may overshoot it by the simulated servo's few-mrad settling.
+    assert _back_travel(q_d, joint, direction) < 5e-4, f"command reversed by {_back_travel(q_d, joint, direction):.2e} rad"
+    assert _back_travel(q, joint, direction) < 3e-3, f"arm reversed by {_back_travel(q, joint, direction):.2e} rad"
+    assert np.ptp(q_d[-20:, joint]) < 1e-5 and np.ptp(q[-20:, joint]) < 3e-4, "still moving 0.2 s later"
+
+
+def test_hold_while_moving_brakes_forward_and_refuses_older_commands(arm):
+    """The bridge's deadman ends here: the arm must stop where it can, not go back to where it was
+    measured when the hold came (that made it drive back at 0.2 rad/s)."""
+    q0 = arm.get_observation()["joint_pos"].copy()
+    far = q0 + np.array([0.3, 0, 0, 0, 0, 0, 0])
+    deadline = time.monotonic() + 5
+    while not _moving(arm, 0, 0.1) and time.monotonic() < deadline:
+        assert arm.submit(ArmAction("joint_position", far))  # fresh every 20 ms: the node's deadman is 200 ms
+        time.sleep(0.02)
+    assert _moving(arm, 0, 0.1), "never got going"
+    issued = time.time()
+    ok, message = arm.hold("test")
+    assert ok, message
+    _assert_stops_without_reversing(_record(arm, 1.0), 0, +1.0)
+    late = arm.submit(ArmAction("joint_position", far), wall_stamp=issued)
+    assert isinstance(late, Rejection) and late.reason == "before_hold"
+    assert arm.state is ArmState.ACTIVE  # not latching: a fresh command moves the arm again
+    assert arm.submit(ArmAction("joint_position", q0))
+    assert wait_until(lambda: arm.submit(ArmAction("joint_position", q0)) and within(
+        arm.get_observation()["joint_pos"], q0, 2e-3), 10)
+
+
+def test_a_goal_gone_stale_mid_motion_brakes_without_reversing(arm):
+    """franka_node's own deadman: no fresh command for deadman_ms while moving -> brake."""
+    q0 = arm.get_observation()["joint_pos"].copy()
+    far = q0 - np.array([0.3, 0, 0, 0, 0, 0, 0])
+    trips = arm.diagnostics()["deadman_trips"]
+    assert arm.submit(ArmAction("joint_position", far))  # once: it goes stale after 200 ms
+    assert wait_until(lambda: _moving(arm, 0, 0.05), 2)
+    recorded = _record(arm, 1.5)
+    assert arm.diagnostics()["deadman_trips"] > trips
+    assert abs(recorded[1][-1, 0] - q0[0]) < 0.2, "it went on toward the stale target"
+    _assert_stops_without_reversing(recorded, 0, -1.0)

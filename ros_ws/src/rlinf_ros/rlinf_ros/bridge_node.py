@@ -65,9 +65,9 @@ class BridgeNode(Node):
         self._cmd_js = self.create_publisher(JointState, "joint_command", 10)
         self._cmd_pose = self.create_publisher(PoseStamped, "ee_command", 10)
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._triggers = {name: self.create_client(Trigger, name) for name in ("home", "reset", "recover", "stop")}
+        self._triggers = {name: self.create_client(Trigger, name) for name in ("home", "reset", "recover", "stop", "hold")}
         self.backend = StreamBackend(
-            CommandSinks(self._joint_command, self._ee_command, self._call, self._stop),
+            CommandSinks(self._joint_command, self._ee_command, self._call, self._stop, self._hold),
             cameras=[_camera_name(t) for t in cams], state_max_age_s=p["state_max_age_ms"] / 1e3,
             camera_max_age_s=p["camera_max_age_ms"] / 1e3, target_hold_s=float(p["target_hold_s"]),
             instruction=str(p["instruction"]))
@@ -170,7 +170,9 @@ class BridgeNode(Node):
 
     def _stop(self) -> None:
         self._triggers["stop"].call_async(Trigger.Request())  # do not wait: the e-stop latches anyway
-        self.backend.hold()
+
+    def _hold(self) -> None:
+        self._triggers["hold"].call_async(Trigger.Request())  # do not wait: franka_node brakes in its loop
 
     # ------------------------------------------------------------------ diagnostics
     def _publish_diagnostics(self) -> None:

@@ -9,7 +9,9 @@ and accept commands; deactivate: hold; cleanup: disconnect. Namespace ``franka``
 - subscribes ``joint_command`` (JointState: absolute positions by joint name) and ``ee_command``
   (PoseStamped in ``base_frame``); a command whose header stamp is older than ``deadman_ms`` or
   older than the last stop is never executed;
-- serves std_srvs/Trigger ``reset``, ``recover``, ``stop`` (latching e-stop) and ``home``.
+- serves std_srvs/Trigger ``reset``, ``recover``, ``stop`` (latching e-stop), ``hold`` (stop
+  smoothly where the motion can stop, without reversing; not latching: commands issued before it
+  are refused, newer ones move the arm again) and ``home``.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class FrankaNode(LifecycleNode):
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         rate = float(self.params["diagnostics_rate_hz"])
         self.create_timer(1.0 / rate if rate > 0 else 1.0, self._publish_diagnostics)
-        for name, handler in (("stop", self._srv_stop), ("reset", self._srv_reset), ("recover", self._srv_recover)):
+        for name, handler in (("stop", self._srv_stop), ("hold", self._srv_hold), ("reset", self._srv_reset),
+                              ("recover", self._srv_recover)):
             self.create_service(Trigger, name, handler, callback_group=self._commands)
         self.create_service(Trigger, "home", self._srv_home, callback_group=self._slow)
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -204,6 +207,9 @@ class FrankaNode(LifecycleNode):
         self.arm.stop("stop service")
         response.success, response.message = True, "stopped: latched until reset"
         return response
+
+    def _srv_hold(self, request, response):
+        return self._answer(response, lambda arm: arm.hold("hold service"))
 
     def _srv_reset(self, request, response):
         return self._answer(response, lambda arm: arm.reset())

@@ -1,0 +1,67 @@
+"""The hold target: where a moving joint can come to rest without reversing (no robot needed)."""
+
+from __future__ import annotations
+
+import doctest
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlinf_robot.robot.franka import braking
+from rlinf_robot.robot.franka.braking import braking_distance, braking_target
+
+A, J = 3.0, 1500.0  # FR3 joint 1 at relative dynamics 0.2
+
+
+def _simulate_stop(v: float, a0: float, a_max: float, j_max: float, dt: float = 1e-6) -> float:
+    """Distance of a time-optimal jerk-limited stop, integrated step by step (v > 0): decelerate
+    as hard as the limits allow while the remaining speed still needs it."""
+    x, a = 0.0, a0
+    while v > 0.0:
+        # speed lost if the deceleration were released now (ramping a back to 0 at max jerk)
+        release = a * a / (2.0 * j_max) if a < 0 else 0.0
+        jerk = j_max if v <= release else -j_max
+        a = float(np.clip(a + jerk * dt, -a_max, a_max))
+        v += a * dt
+        x += v * dt
+    return x
+
+
+def test_doctests():
+    assert doctest.testmod(braking).failed == 0
+
+
+@pytest.mark.parametrize("v", [0.001, 0.006, 0.05, 0.2, 1.0])
+def test_matches_an_integrated_jerk_limited_stop(v):
+    d = float(braking_distance(np.array([v]), np.array([0.0]), np.array([A]), np.array([J]))[0])
+    assert d == pytest.approx(_simulate_stop(v, 0.0, A, J), rel=0.02, abs=2e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1e-4, 1.0), st.floats(-3.0, 3.0))
+def test_errs_long_never_short(v, a0):
+    """Already accelerating or already braking: never short of the real stop (short = reversal)."""
+    d = float(braking_distance(np.array([v]), np.array([a0]), np.array([A]), np.array([J]))[0])
+    assert d >= _simulate_stop(v, a0, A, J, dt=2e-5) - 2e-5
+
+
+@given(st.floats(-2.0, 2.0), st.floats(-3.0, 3.0))
+def test_symmetric_in_direction(v, a0):
+    fwd = braking_distance(np.array([v]), np.array([a0]), np.array([A]), np.array([J]))
+    back = braking_distance(np.array([-v]), np.array([-a0]), np.array([A]), np.array([J]))
+    assert fwd[0] == pytest.approx(-back[0])
+
+
+def test_target_adds_latency_travel_scales_with_dynamics_and_respects_the_joint_range():
+    q, dq, ddq = np.zeros(7), np.r_[0.2, np.zeros(6)], np.zeros(7)
+    acc, jerk = np.full(7, 15.0), np.full(7, 7500.0)
+    slow = braking_target(q, dq, ddq, acc, jerk, 0.2, latency_s=0.0)
+    fast = braking_target(q, dq, ddq, acc, jerk, 1.0, latency_s=0.0)
+    assert 0 < fast[0] < slow[0] and np.all(slow[1:] == 0)
+    assert braking_target(q, dq, ddq, acc, jerk, 0.2)[0] == pytest.approx(slow[0] + 0.002)
+    clipped = braking_target(q, dq, ddq, acc, jerk, 0.2, q_lo=np.full(7, -1.0), q_hi=np.full(7, 0.001))
+    assert clipped[0] == 0.001
+    with pytest.raises(ValueError, match="dynamics_factor"):
+        braking_target(q, dq, ddq, acc, jerk, 0.0)
