@@ -173,7 +173,7 @@ def main() -> int:
     images = {f"cam{i}": rng.integers(0, 255, IMG, dtype=np.uint8) for i in range(2)}
     arm = KinematicArm(images=images)
     per_round = args.iterations // args.rounds
-    ours, theirs = [], []
+    ours, theirs, hops_p50 = [], [], []
     port = _free_port()
     peer_server = _spawn("--role", "openpi_server", "--port", str(port))
     with BridgeServer(arm, ServerConfig(endpoint="tcp://127.0.0.1:*", obs_rate_hz=500.0)) as server:
@@ -194,6 +194,7 @@ def main() -> int:
                 server.latency = HopLatencies()
                 assert _ask(learner, f"run {per_round}") == "done"
                 ours.append(server.latency.spans["obs_to_action"].samples())
+                hops_p50.append({k: v["p50"] for k, v in server.latency.summary().items()})
                 t = np.empty(per_round)
                 for i in range(per_round):
                     t0 = time.perf_counter()
@@ -237,6 +238,9 @@ def main() -> int:
     )
     print(f"ours   (zmq bridge)          p50 {o['p50']:.3f} ms  p99 {o['p99']:.3f} ms  max {o['max']:.3f} ms")
     print(f"openpi (websocket+msgpack)   p50 {t['p50']:.3f} ms  p99 {t['p99']:.3f} ms  max {t['max']:.3f} ms")
+    spans = sorted({k for h in hops_p50 for k in h})
+    print("ours per hop, p50 ms (median over rounds): " + ", ".join(
+        f"{k} {np.median([h[k] for h in hops_p50 if k in h]):.3f}" for k in spans))
     print(
         f"ratio p50 {o['p50'] / t['p50']:.3f} (goal <= 0.5); ours p99 {o['p99']:.3f} ms (goal <= 3 ms): "
         f"{'met' if o['p99'] <= 3.0 else 'NOT met'}"

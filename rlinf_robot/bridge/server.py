@@ -400,7 +400,7 @@ class BridgeServer(ControlMixin):
 
     def _send_frames(self, identity: bytes, frames: list) -> bool:
         try:
-            self._sock.send_multipart([identity, *frames], zmq.NOBLOCK, copy=False)
+            self._sock.send_multipart([identity, *frames], zmq.NOBLOCK, copy=True)
             return True
         except zmq.Again:
             self._count("send_would_block")
