@@ -67,6 +67,30 @@ class RealEnvConfig:
         return cls(**raw)
 
 
+class Settled:
+    """Observation predicate: true once every joint moved slower than ``speed`` (rad/s) over at
+    least ``window_s``, judged from joint *positions* between capture stamps. Not from the velocity
+    field: franka-sim's joint 7 velocity chatters at +-0.08 rad/s while the joint stands still
+    (1-2 mrad), which made resets wait forever."""
+
+    def __init__(self, speed: float, window_s: float = 0.25):
+        self.speed = float(speed)
+        self.window_ns = int(window_s * 1e9)
+        self._ref: tuple[int, np.ndarray] | None = None
+
+    def __call__(self, o: Observation) -> bool:
+        q = np.asarray(o.joint_pos[:7], dtype=np.float64)
+        if self._ref is None or o.stamp_ns < self._ref[0]:
+            self._ref = (o.stamp_ns, q)
+            return False
+        dt_ns = o.stamp_ns - self._ref[0]
+        if dt_ns < self.window_ns:
+            return False
+        moved = float(np.max(np.abs(q - self._ref[1])))
+        self._ref = (o.stamp_ns, q)
+        return moved / (dt_ns / 1e9) < self.speed
+
+
 def robot_state(o: Observation) -> np.ndarray:
     """joint_pos(7), joint_vel(7), tcp_pos(3), tcp_quat(4, signed towards gripper-down), width(1)."""
     q = np.asarray(o.ee_pose[3:], dtype=np.float64)
@@ -178,12 +202,8 @@ class RealRobotEnv(BatchedEnv):
         c.wait_link(self.cfg.step_timeout_s)
         self._wait_recovered(i)
         c.command("home", timeout=self.cfg.reset_timeout_s)
-        v = self.cfg.settle_joint_vel
         self._obs[i] = self._await(
-            i,
-            lambda o: bool(np.all(np.abs(o.joint_vel[:7]) < v)),
-            self.cfg.reset_timeout_s,
-            "the arm to settle",
+            i, Settled(self.cfg.settle_joint_vel), self.cfg.reset_timeout_s, "the arm to settle"
         )
         self.steps[i] = 0
         self.episode_return[i] = 0.0

@@ -7,9 +7,10 @@ import pytest
 
 from rlinf_robot.bridge.backend import FR3_HOME
 from rlinf_robot.bridge.ik import tcp_pose
-from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
+from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv, Settled
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS
 from rlinf_robot.errors import ConfigError, Latched, LinkLost
+from rlinf_robot.protocol import Observation
 
 HOME_TCP = tcp_pose(FR3_HOME)[:3]
 
@@ -91,3 +92,20 @@ def test_a_stale_camera_is_never_silently_reused(env, arm):
 def test_unknown_task_is_a_config_error(server, make_client):
     with pytest.raises(ConfigError, match="reach"):
         RealRobotEnv(make_client(server), RealEnvConfig(task="juggle"))
+
+
+def _obs(t_s: float, q) -> Observation:
+    return Observation(seq=1, stamp_ns=int(t_s * 1e9), joint_pos=np.asarray(q, np.float64),
+                       joint_vel=np.full(7, 0.08), ee_pose=np.r_[HOME_TCP, 0, 1, 0, 0])
+
+
+def test_settled_is_judged_from_positions_not_the_chattering_velocity_field():
+    """franka-sim's joint 7 reports +-0.08 rad/s while it stands still within 1-2 mrad."""
+    still = Settled(0.02)
+    assert not still(_obs(0.0, FR3_HOME))
+    assert not still(_obs(0.1, FR3_HOME + 1e-3))  # too short a window to judge
+    assert still(_obs(0.3, FR3_HOME + 2e-3))  # 2 mrad in 0.3 s: settled, whatever joint_vel says
+    moving = Settled(0.02)
+    moving(_obs(0.0, FR3_HOME))
+    assert not moving(_obs(0.3, FR3_HOME + np.r_[0.05, np.zeros(6)]))  # 0.17 rad/s
+    assert not moving(_obs(0.3, FR3_HOME))  # the same capture again: no new information

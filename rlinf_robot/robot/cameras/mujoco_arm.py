@@ -8,11 +8,19 @@ reflections, ~30 ms).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from rlinf_robot.errors import MissingDependency
 from rlinf_robot.paths import fr3_assets_dir
 from rlinf_robot.robot.cameras.base import Camera
+
+# A headless robot PC renders offscreen through OSMesa unless told otherwise; MuJoCo picks its GL
+# backend when first imported (lazily, in ``open``), so the default is set here, before that.
+if not os.environ.get("DISPLAY"):
+    os.environ.setdefault("MUJOCO_GL", "osmesa")
+    os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 
 _COLLISION_GROUP = 3
 _ARM_RGBA = (0.92, 0.92, 0.92, 1.0)

@@ -1,0 +1,93 @@
+"""``RobotUpProcess``: ``rlinf-robot robot up ...`` as a child process, for drivers on the same
+machine (the demo; a test harness) that need the whole robot PC up and then down again.
+
+Output is read line by line on a thread (kept for reporting), readiness is the supervisor's own
+ready line, and stopping is SIGINT (the supervisor then holds the arm and stops its nodes in
+order). The child gets SIGTERM if this process dies, so a killed driver never leaves a stack
+holding the franka-sim lock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from rlinf_robot.robot.sched import normal_scheduling
+
+READY = re.compile(r"robot up: ready: (.*)")
+
+
+def _child_setup() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+    normal_scheduling()  # a driver that ran franky may be SCHED_FIFO (see rlinf_robot.robot.sched)
+
+
+class RobotUpProcess:
+    def __init__(self, *args: str, env: dict[str, str] | None = None):
+        self.args = args
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rlinf_robot.cli", "robot", "up", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_child_setup,
+            env=env,
+        )
+        threading.Thread(target=self._read, name="robot-up-output", daemon=True).start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            with self._cond:
+                self.lines.append(raw.decode(errors="replace").rstrip())
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_ready(self, timeout_s: float) -> dict[str, int]:
+        """Block until the ready line; returns ``{process name: pid}``. Raises ``RuntimeError``
+        with the last output lines if the stack exits or does not come up in time."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    m = READY.search(line)
+                    if m:
+                        return {n: int(p) for n, p in re.findall(r"(\w+) \(pid (\d+)\)", m.group(1))}
+                if self.proc.poll() is not None and self.proc.stdout.closed:
+                    raise RuntimeError(f"robot up exited with {self.proc.returncode}:\n{self.tail()}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(f"robot up not ready within {timeout_s:g} s:\n{self.tail()}")
+                self._cond.wait(min(left, 0.2))
+
+    def tail(self, n: int = 40) -> str:
+        with self._cond:
+            return "\n".join(self.lines[-n:])
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGINT, then SIGKILL of the whole group if it does not stop in time; returns the exit code."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return self.proc.wait(timeout=10)
+
+    def __enter__(self) -> RobotUpProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
