@@ -136,6 +136,7 @@ class ArmEpisode:
     start_distance_mm: float
     final_distance_mm: float
     success: bool
+    first_within_radius_step: int | None  # the sim episode is 60 steps (3 s at 20 Hz)
     steps: int
     wall_s: float
     step_ms_p50: float
@@ -166,7 +167,7 @@ def deploy_on_arm(
             to_goal = env.obs_spec.state_slices()["goal_minus_tcp"]
             start = float(np.linalg.norm(obs["state"][0, to_goal]))
             progress(f"arm      episode {ep + 1}/{episodes}: home reached; goal {np.round(goal, 3).tolist()} m")
-            t0, step_ms, rejections = time.monotonic(), [], {}
+            t0, step_ms, rejections, first = time.monotonic(), [], {}, None
             while True:
                 with torch.no_grad():
                     actions = policy.predict_action_batch(obs, deterministic=True).actions
@@ -174,15 +175,19 @@ def deploy_on_arm(
                 step_ms.extend(np.atleast_1d(info["latency_ms"]["step"]).tolist())
                 for r in info["rejections"][0]:
                     rejections[r["code"]] = rejections.get(r["code"], 0) + 1
+                if first is None and info["success"][0]:
+                    first = int(env.steps[0])
                 if term[0] or trunc[0]:
                     break
             final = info["final_state"][0]  # the arm's own state when the episode ended
             dist = float(np.linalg.norm(final[to_goal]))
-            results.append(ArmEpisode(goal, start * 1e3, dist * 1e3, bool(info["success"][0]), int(env.steps[0]),
-                                      time.monotonic() - t0, float(np.median(step_ms)), rejections))
+            results.append(ArmEpisode(
+                goal, start * 1e3, dist * 1e3, bool(info["success"][0]), first, int(env.steps[0]),
+                time.monotonic() - t0, float(np.median(step_ms)), rejections,
+            ))
             progress(f"arm      episode {ep + 1}/{episodes}: {'SUCCESS' if results[-1].success else 'miss'}, "
                      f"TCP {start * 1e3:.0f} -> {dist * 1e3:.1f} mm from the goal after {results[-1].steps} steps "
-                     f"({results[-1].wall_s:.1f} s)")
+                     f"({results[-1].wall_s:.1f} s); first within the radius at step {first}")
         status = env.status()[0]
     finally:
         env.close()

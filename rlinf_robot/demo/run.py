@@ -94,6 +94,9 @@ def print_report(report: dict, path: Path) -> None:
         for e in eps:
             for k, v in e["rejections"].items():
                 rej[k] = rej.get(k, 0) + v
+        firsts = [e["first_within_radius_step"] for e in eps]
+        print(f"  steps to reach    : {', '.join(str(f) if f is not None else 'never' for f in firsts)} "
+              f"(the sim task allows 60)")
         print(f"  safety rejections : {rej or 'none'}")
     bridge = report.get("bridge_status")
     if bridge:

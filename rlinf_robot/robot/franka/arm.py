@@ -62,7 +62,7 @@ class FrankaArm(FaultHandling, Robot):
 
     def __init__(self, config: FrankaConfig):
         self.config = config
-        self.safety = SafetyFilter(config.limits(), control_hz=config.control_rate_hz)
+        self.safety = SafetyFilter(config.limits(), control_hz=1.0 / config.goal_lead_s)
         self.resolver = GoalResolver(self.safety)
         self.watchdog = Watchdog(config.deadman_ms)
         self.estop = EStop()
