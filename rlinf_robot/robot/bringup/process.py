@@ -55,31 +55,42 @@ class RobotUpProcess:
         with self._cond:
             self._cond.notify_all()
 
-    def wait_ready(self, timeout_s: float) -> dict[str, int]:
-        """Block until the ready line; returns ``{process name: pid}``. Raises ``RuntimeError``
-        with the last output lines if the stack exits or does not come up in time."""
+    def wait_for(self, pattern: str | re.Pattern, timeout_s: float, start: int = 0) -> re.Match:
+        """The first output line from index ``start`` on that matches ``pattern``, waiting up to
+        ``timeout_s``; ``RuntimeError`` with the last output lines if it exits or time runs out."""
+        rx = re.compile(pattern)
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while True:
-                for line in self.lines:
-                    m = READY.search(line)
+                for line in self.lines[start:]:
+                    m = rx.search(line)
                     if m:
-                        return {n: int(p) for n, p in re.findall(r"(\w+) \(pid (\d+)\)", m.group(1))}
+                        return m
                 if self.proc.poll() is not None and self.proc.stdout.closed:
-                    raise RuntimeError(f"robot up exited with {self.proc.returncode}:\n{self.tail()}")
+                    raise RuntimeError(f"robot up exited with {self.proc.returncode} before {rx.pattern!r}:\n{self.tail()}")
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise RuntimeError(f"robot up not ready within {timeout_s:g} s:\n{self.tail()}")
+                    raise RuntimeError(f"no {rx.pattern!r} from robot up within {timeout_s:g} s:\n{self.tail()}")
                 self._cond.wait(min(left, 0.2))
+
+    def wait_ready(self, timeout_s: float) -> dict[str, int]:
+        """Block until the ready line; returns ``{process name: pid}``."""
+        line = self.wait_for(READY, timeout_s).group(1)
+        return {n: int(p) for n, p in re.findall(r"(\w+) \(pid (\d+)\)", line)}
+
+    def text(self) -> str:
+        with self._cond:
+            return "\n".join(self.lines)
 
     def tail(self, n: int = 40) -> str:
         with self._cond:
             return "\n".join(self.lines[-n:])
 
-    def stop(self, timeout_s: float = 60.0) -> int:
-        """SIGINT, then SIGKILL of the whole group if it does not stop in time; returns the exit code."""
+    def stop(self, sig: int = signal.SIGINT, timeout_s: float = 60.0) -> int:
+        """Send ``sig`` (SIGINT: an orderly stop), SIGKILL the whole group if it is not gone within
+        ``timeout_s``; returns the exit code (negative: killed by that signal)."""
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGINT)
+            os.kill(self.proc.pid, sig)
         try:
             return self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
