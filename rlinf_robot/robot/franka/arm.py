@@ -30,6 +30,7 @@ from rlinf_robot.robot.franka.config import FrankaConfig
 from rlinf_robot.robot.franka.faults import ArmState, FaultStateMachine
 from rlinf_robot.robot.franka.goals import ABSOLUTE_MODES, ARM_JOINTS, Goal, GoalResolver, ee_pose
 from rlinf_robot.robot.franka.gripper import GripperWorker
+from rlinf_robot.robot.franka.holding import Holding
 from rlinf_robot.robot.franka.link import ArmReading, FrankyLink
 from rlinf_robot.robot.franka.recovery import FaultHandling
 from rlinf_robot.robot.loop import PeriodicLoop
@@ -57,7 +58,7 @@ class ArmObservation:
     state: ArmState
 
 
-class FrankaArm(FaultHandling, Robot):
+class FrankaArm(FaultHandling, Holding, Robot):
     name = "franka"
 
     def __init__(self, config: FrankaConfig):
@@ -249,41 +250,6 @@ class FrankaArm(FaultHandling, Robot):
         if not self._home_done.wait(timeout_s):
             return False, f"home not reached within {timeout_s:g} s (state {self.state.value})"
         return True, "at home"
-
-    def hold(self, reason: str = "hold requested", timeout_s: float = 2.0) -> tuple[bool, str]:
-        """Stop smoothly and stay: the running motion is taken over by one that ends where it can
-        stop without reversing (``braking``), the goal is dropped, and commands issued before now are
-        refused. Not latching: the next fresh command moves the arm again. Deadman trips and lease
-        loss upstream (bridge_node) end here."""
-        self._hold_wall = time.time()
-        self._clear_goal()
-        self.counters["holds"] += 1
-        log.info("hold: %s", reason)
-        return self._in_loop(self._brake_now, timeout_s)
-
-    def _brake_now(self) -> tuple[bool, str]:
-        if self.faults.state is not ArmState.ACTIVE:
-            return True, f"the arm is {self.faults.state.value}: nothing moves"
-        with self._motion_lock:
-            try:
-                self._last_sent = self.link.brake(self.safety.limits.q_lo, self.safety.limits.q_hi)
-            except ReflexError as exc:
-                self._on_reflex(exc)
-                return False, f"reflex while braking: {exc}"
-            except LinkLost as exc:
-                self._on_link_lost(exc)
-                return False, f"link lost while braking: {exc}"
-        return True, "holding"
-
-    def stop(self, reason: str = "stop requested") -> None:
-        """Latching e-stop: preempt the motion now, drop the goal, refuse commands until ``reset``."""
-        self.estop.trigger(reason)
-        self._stop_wall = time.time()
-        self.faults.fire("estop", reason)
-        self._clear_goal()
-        with self._motion_lock:
-            self.link.stop()
-            self._last_sent = None
 
     def reset(self, timeout_s: float = 10.0) -> tuple[bool, str]:
         """Operator reset: clears the e-stop and a LATCHED fault, recovering the controller if needed."""

@@ -1,0 +1,54 @@
+"""How the Franka driver stops the arm: a smooth, non-latching *hold* and the latching *e-stop*.
+
+A mixin of ``FrankaArm`` (it uses the arm's link, state machine, goal and counters), kept apart so
+the two ways of stopping read side by side. A hold brakes to where the running motion can stop
+(``braking``), never back to where the arm was measured; an e-stop preempts the motion at once and
+refuses everything until an operator resets it. Both refuse commands issued before them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from rlinf_robot.errors import LinkLost, ReflexError
+from rlinf_robot.robot.franka.faults import ArmState
+
+log = logging.getLogger(__name__)
+
+
+class Holding:
+    def hold(self, reason: str = "hold requested", timeout_s: float = 2.0) -> tuple[bool, str]:
+        """Stop smoothly and stay: the running motion is taken over by one that ends where it can
+        stop without reversing (``braking``), the goal is dropped, and commands issued before now are
+        refused. Not latching: the next fresh command moves the arm again. Deadman trips and lease
+        loss upstream (bridge_node) end here."""
+        self._hold_wall = time.time()
+        self._clear_goal()
+        self.counters["holds"] += 1
+        log.info("hold: %s", reason)
+        return self._in_loop(self._brake_now, timeout_s)
+
+    def _brake_now(self) -> tuple[bool, str]:
+        if self.faults.state is not ArmState.ACTIVE:
+            return True, f"the arm is {self.faults.state.value}: nothing moves"
+        with self._motion_lock:
+            try:
+                self._last_sent = self.link.brake(self.safety.limits.q_lo, self.safety.limits.q_hi)
+            except ReflexError as exc:
+                self._on_reflex(exc)
+                return False, f"reflex while braking: {exc}"
+            except LinkLost as exc:
+                self._on_link_lost(exc)
+                return False, f"link lost while braking: {exc}"
+        return True, "holding"
+
+    def stop(self, reason: str = "stop requested") -> None:
+        """Latching e-stop: preempt the motion now, drop the goal, refuse commands until ``reset``."""
+        self.estop.trigger(reason)
+        self._stop_wall = time.time()
+        self.faults.fire("estop", reason)
+        self._clear_goal()
+        with self._motion_lock:
+            self.link.stop()
+            self._last_sent = None
