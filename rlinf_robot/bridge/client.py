@@ -266,7 +266,9 @@ class BridgeClient:
         if self._sock is None:
             raise BridgeError("client is closed")
         try:
-            self._sock.send_multipart(encode(msg), zmq.NOBLOCK, copy=False)
+            # copy=True: a learner's messages are small (a 16x8 chunk is 512 bytes), and pyzmq's
+            # zero-copy path costs more than copying them
+            self._sock.send_multipart(encode(msg), zmq.NOBLOCK, copy=True)
         except zmq.Again:
             raise LinkLost(f"cannot send to {self.config.endpoint}: not connected or queue full") from None
 

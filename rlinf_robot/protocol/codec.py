@@ -64,13 +64,29 @@ def _enc_hook(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
+def _array_ref(obj: Any) -> ArrayRef:
+    """The header's array reference, checked. A well-formed one (the common case) is read
+    directly: ``msgspec.convert`` costs more than the rest of decoding an array; anything else goes
+    through it for a precise error."""
+    if type(obj) is dict and len(obj) == 3:
+        dtype, shape, frame = obj.get("dtype"), obj.get("shape"), obj.get("frame")
+        if (
+            type(dtype) is str
+            and type(frame) is int
+            and type(shape) is list
+            and all(type(d) is int for d in shape)
+        ):
+            return ArrayRef(dtype, shape, frame)
+    try:
+        return msgspec.convert(obj, ArrayRef)
+    except msgspec.ValidationError as e:
+        raise ValueError(f"not an array reference ({e})") from None
+
+
 def _dec_hook(typ: type, obj: Any) -> Any:
     if typ is not np.ndarray:
         raise TypeError(f"unsupported type {typ}")
-    try:
-        ref = msgspec.convert(obj, ArrayRef)
-    except msgspec.ValidationError as e:
-        raise ValueError(f"not an array reference ({e})") from None
+    ref = _array_ref(obj)
     if ref.dtype not in ALLOWED_DTYPES:
         raise ValueError(f"dtype {ref.dtype!r} not allowed")
     if len(ref.shape) > MAX_NDIM or any(d < 0 for d in ref.shape):
