@@ -20,7 +20,7 @@ os.environ.setdefault("MESA_SHADER_CACHE_DIR", tempfile.mkdtemp(prefix="mesa-cac
 def real_arm(tmp_path_factory):
     """Two excitation recordings from franka-sim serving the reality-gap FR3 (damping 30 via
     ``FR3_JOINT_DAMPING``; friction, armature and a 1.5 kg payload via the MJCF): one to fit on,
-    one held out. Then one run with a workspace box drawn tight around the plan, which the guard
+    one held out. Then one run with a workspace box the plan crosses halfway, which the guard
     must stop. Returns a namespace: truth, fit, held_out, guard (the SafetyViolation), and the
     arm's state once it came to rest (q_after, dq_after)."""
     from dataclasses import replace
@@ -39,8 +39,15 @@ def real_arm(tmp_path_factory):
     fit_plan = plan_excitation(ExcitationConfig(duration_s=4.0, seed=0))
     held_out = plan_excitation(ExcitationConfig(duration_s=3.0, seed=7, harmonics=(1, 2, 3), velocity_fraction=0.5))
     limits = SafetyLimits.from_yaml()
+    # The box: 2 mm around the planned TCP path, but cut halfway along the path's largest excursion
+    # from its start, so the plan itself crosses the cut (a 2 mm box alone was left only when the
+    # damped arm drifted far enough, which depended on timing) while the start stays inside.
     tcp = fr3_forward_kinematics(fit_plan.position[::10])[:, :3, 3]
-    tight = replace(limits, workspace_min=tcp.min(0) - 0.002, workspace_max=tcp.max(0) + 0.002)
+    start = tcp[0]
+    box_max = tcp.max(0) + 0.002
+    axis = int(np.argmax(tcp.max(0) - start))
+    box_max[axis] = start[axis] + 0.5 * (tcp[:, axis].max() - start[axis])
+    tight = replace(limits, workspace_min=tcp.min(0) - 0.002, workspace_max=box_max)
     damping = ",".join(str(float(d)) for d in truth.joint_damping)
     with FrankaSimServer(gripper=False, mjcf=mjcf, env={"FR3_JOINT_DAMPING": damping}) as server:
         fit_rec = record_excitation(fit_plan, server.host)

@@ -28,8 +28,8 @@ def test_recording_stays_inside_the_safety_limits(real_arm):
 
 
 def test_guard_stops_an_excitation_that_leaves_the_workspace_box(real_arm):
-    """The box drawn 2 mm around the planned TCP path: the executed path (velocity commands,
-    integrated by a more damped arm) leaves it, and the guard stops the arm."""
+    """A box the planned TCP path crosses halfway along its largest excursion: the guard stops
+    the arm there, and it comes to rest inside the (real) workspace."""
     from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
 
     assert real_arm.guard is not None and "left the workspace box" in str(real_arm.guard)
