@@ -35,12 +35,14 @@ import sys, time, numpy as np
 from rlinf_robot.bridge import BridgeClient
 c = BridgeClient(endpoint=sys.argv[1]).connect()
 c.acquire_lease()
+obs = c.observe(timeout=10)
+# one 6 s chunk moving joint 1 at 0.2 rad/s (10 Hz steps of 0.02 rad), then only heartbeats (the
+# client's own thread) until killed: the link is cut mid-chunk
+ramp = obs.joint_pos[:7] + np.outer(np.arange(1, 61) * 0.02, np.eye(7)[0])
+c.send_chunk(ramp.astype(np.float32), "joint_position", 10.0, obs=obs)
 print("ready", flush=True)
-while True:  # a policy loop: every 100 ms a fresh 6 s chunk moving joint 1 at 0.2 rad/s, until killed
-    obs = c.observe(timeout=10)
-    ramp = obs.joint_pos[:7] + np.outer(np.arange(1, 61) * 0.02, np.eye(7)[0])
-    c.send_chunk(ramp.astype(np.float32), "joint_position", 10.0, obs=obs)
-    time.sleep(0.1)
+while True:
+    time.sleep(1.0)
 """
 
 
@@ -160,7 +162,9 @@ def _link_cut(endpoint: str, probe: RosProbe) -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not any(s > 0.1 for _, s in _speed_after(probe, time.time() - 0.2)):
             time.sleep(0.02)
-        assert any(s > 0.1 for _, s in _speed_after(probe, time.time() - 0.3)), "the arm never moved"
+        assert any(s > 0.1 for _, s in _speed_after(probe, time.time() - 0.3)), (
+            f"the arm never moved: {observer.status().counters}"
+        )
         t_kill = time.time()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
@@ -172,18 +176,28 @@ def _link_cut(endpoint: str, probe: RosProbe) -> None:
         still = None
         while time.monotonic() < deadline and still is None:
             time.sleep(0.05)
-            still = next((t for t, s in _speed_after(probe, t_kill) if s < 0.02), None)
+            # still = slower than 0.02 rad/s over a whole 150 ms window (longer than the pauses
+            # between the chunk's 10 Hz steps), dated from the window's start
+            still = next((t - 0.15 for t, s in _speed_after(probe, t_kill, window=0.15) if s < 0.02), None)
         assert still is not None, "the arm did not stop"
         print(f"arm still {(still - t_kill) * 1e3:.0f} ms after the kill (bound {DEADMAN_MS + 20 + STOP_MS:.0f} ms)")
         assert (still - t_kill) * 1e3 <= DEADMAN_MS + 20.0 + STOP_MS
         time.sleep(0.6)  # then it stays put: the 6 s chunk would have moved joint 1 another 0.12 rad
         # (franka_node brakes to where the motion can stop; a hold at the measured joints used to
         # overshoot them and drive back at 0.2 rad/s; the servo's settling is a few mrad, slowly)
-        speeds = _speed_after(probe, still + 0.1)
+        speeds = _speed_after(probe, still + 0.1, window=0.15)
         assert speeds and max(s for _, s in speeds) < 0.05
-        q1 = np.array([q[0] for _, q in _stamped(probe, t_kill)])
-        back = np.max(np.maximum.accumulate(q1) - q1)  # joint 1 was moving forward
-        assert back < 3e-3, f"after the kill joint 1 drove back {back * 1e3:.1f} mrad"
+        # joint 1 was moving forward. Driving back (the old hold at the measured joints: 7 mrad at
+        # 0.2 rad/s) is a fast reversal; the simulated servo settling past a stop is a few mrad, slowly.
+        samples = _stamped(probe, t_kill)
+        t = np.array([s[0] for s in samples])
+        q1 = np.array([s[1][0] for s in samples])
+        back = np.max(np.maximum.accumulate(q1) - q1)
+        assert back < 5e-3, f"after the kill joint 1 went back {back * 1e3:.1f} mrad"
+        j = np.searchsorted(t, t - 0.05)
+        ok = t - t[j] > 0.025
+        back_speed = np.max(np.where(ok, (q1[j] - q1) / np.maximum(t - t[j], 1e-9), 0.0))
+        assert back_speed < 0.05, f"after the kill joint 1 drove back at {back_speed:.2f} rad/s"
         st = observer.status()
         assert st.state == "LINK_LOST" and st.counters["deadman_trips"] >= 1
     finally:
