@@ -35,6 +35,7 @@ class RobotUpProcess:
     def __init__(self, *args: str, env: dict[str, str] | None = None):
         self.args = args
         self.lines: list[str] = []
+        self._eof = False  # the reader saw the end of the output: every line is in ``lines``
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rlinf_robot.cli", "robot", "up", *args],
@@ -53,6 +54,7 @@ class RobotUpProcess:
                 self.lines.append(raw.decode(errors="replace").rstrip())
                 self._cond.notify_all()
         with self._cond:
+            self._eof = True
             self._cond.notify_all()
 
     def wait_for(self, pattern: str | re.Pattern, timeout_s: float, start: int = 0) -> re.Match:
@@ -66,7 +68,7 @@ class RobotUpProcess:
                     m = rx.search(line)
                     if m:
                         return m
-                if self.proc.poll() is not None and self.proc.stdout.closed:
+                if self._eof and self.proc.poll() is not None:
                     raise RuntimeError(f"robot up exited with {self.proc.returncode} before {rx.pattern!r}:\n{self.tail()}")
                 left = deadline - time.monotonic()
                 if left <= 0:
