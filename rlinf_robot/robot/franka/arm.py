@@ -98,7 +98,8 @@ class FrankaArm(FaultHandling, Holding, Robot):
         self._last_recovery_try = -math.inf
         self._stop_wall = -math.inf
         self._hold_wall = -math.inf
-        self._home_done = threading.Event()
+        self._home_done = threading.Event()  # the home goal ended; how: _home_outcome ("homed")
+        self._home_outcome = ""
 
     # ------------------------------------------------------------------ Robot API
     @property
@@ -130,7 +131,7 @@ class FrankaArm(FaultHandling, Holding, Robot):
 
     def disconnect(self) -> None:
         self._loop.stop()
-        self._clear_goal()
+        self._clear_goal("disconnected")
         self.link.close()
         if self.gripper is not None:
             self.gripper.close()
@@ -171,7 +172,7 @@ class FrankaArm(FaultHandling, Holding, Robot):
 
     # ------------------------------------------------------------------ lifecycle
     def activate(self) -> None:
-        self._clear_goal()
+        self._clear_goal("activated")
         self.watchdog.reset()
         self.faults.fire("activate", "lifecycle activate")
 
@@ -201,7 +202,7 @@ class FrankaArm(FaultHandling, Holding, Robot):
             self.counters["rejected"] += 1
             self.counters[f"rejected_{verdict.reason}"] += 1
             if verdict.reason not in ("not_active", "homing", "before_hold"):
-                self._clear_goal()
+                self._clear_goal(f"rejected_{verdict.reason}")
             log.debug("command rejected (%s): %s", verdict.reason, verdict.detail)
         return verdict
 
@@ -249,6 +250,8 @@ class FrankaArm(FaultHandling, Holding, Robot):
             return False, f"home refused ({verdict.reason}): {verdict.detail}"
         if not self._home_done.wait(timeout_s):
             return False, f"home not reached within {timeout_s:g} s (state {self.state.value})"
+        if self._home_outcome != "homed":
+            return False, f"homing ended before home ({self._home_outcome}); the arm is {self.state.value}"
         return True, "at home"
 
     def reset(self, timeout_s: float = 10.0) -> tuple[bool, str]:
@@ -376,7 +379,6 @@ class FrankaArm(FaultHandling, Holding, Robot):
             and np.max(np.abs(reading.q - self._home_q)) < self.config.home_tolerance  # ... and the arm too
         ):
             self._drop(goal, "homed")
-            self._home_done.set()
             return
         with self._motion_lock:
             if self.faults.state is not ArmState.ACTIVE:
@@ -402,10 +404,20 @@ class FrankaArm(FaultHandling, Holding, Robot):
         with self._goal_lock:
             if self._goal is goal:
                 self._goal = None
+        self._goal_ended(goal, why)
 
-    def _clear_goal(self) -> None:
+    def _clear_goal(self, why: str = "cleared") -> None:
         with self._goal_lock:
-            self._goal = None
+            goal, self._goal = self._goal, None
+        if goal is not None:
+            self._goal_ended(goal, why)
+
+    def _goal_ended(self, goal: Goal, why: str) -> None:
+        """A ``home()`` caller learns at once when its goal ends, whether homed or not (a stop, a
+        hold or a reflex while homing must not leave the home service waiting out its timeout)."""
+        if goal.source == "home":
+            self._home_outcome = why
+            self._home_done.set()
 
     # ------------------------------------------------------------------ operations run by the loop
     def _in_loop(self, fn: Callable[[], tuple[bool, str]], timeout_s: float) -> tuple[bool, str]:

@@ -24,7 +24,7 @@ class Holding:
         refused. Not latching: the next fresh command moves the arm again. Deadman trips and lease
         loss upstream (bridge_node) end here."""
         self._hold_wall = time.time()
-        self._clear_goal()
+        self._clear_goal("hold")
         self.counters["holds"] += 1
         log.info("hold: %s", reason)
         return self._in_loop(self._brake_now, timeout_s)
@@ -48,7 +48,7 @@ class Holding:
         self.estop.trigger(reason)
         self._stop_wall = time.time()
         self.faults.fire("estop", reason)
-        self._clear_goal()
+        self._clear_goal("estop")
         with self._motion_lock:
             self.link.stop()
             self._last_sent = None

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 class FaultHandling:
     def _on_reflex(self, exc: Exception) -> None:
         self.counters["reflexes"] += 1
-        self._clear_goal()
+        self._clear_goal("reflex")
         self._last_sent = None
         self.faults.fire("reflex", str(exc).splitlines()[0][:200])
 
@@ -50,7 +50,7 @@ class FaultHandling:
 
     def _on_link_lost(self, exc: Exception) -> None:
         self.counters["link_lost"] += 1
-        self._clear_goal()
+        self._clear_goal("link_lost")
         self._last_sent = None
         self._last_read_t = None
         self.link.close()
@@ -77,7 +77,7 @@ class FaultHandling:
 
     def _do_reset(self) -> tuple[bool, str]:
         self.estop.reset()
-        self._clear_goal()
+        self._clear_goal("reset")
         self.watchdog.reset()
         if self.link.connected:
             try:

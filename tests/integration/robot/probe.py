@@ -40,7 +40,7 @@ class RosProbe:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import PoseStamped
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from rclpy.signals import SignalHandlerOptions
         from sensor_msgs.msg import Image, JointState
 
@@ -62,7 +62,7 @@ class RosProbe:
         self.joint_pub = n.create_publisher(JointState, f"{namespace}/joint_command", 10)
         self.ee_pub = n.create_publisher(PoseStamped, f"{namespace}/ee_command", 10)
         self._JointState, self._PoseStamped = JointState, PoseStamped
-        self.executor = MultiThreadedExecutor(num_threads=2, context=self.ctx)
+        self.executor = SingleThreadedExecutor(context=self.ctx)
         self.executor.add_node(n)
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()

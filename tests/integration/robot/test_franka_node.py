@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -149,6 +150,32 @@ def test_home_service_returns_to_home(arm):
     resp = arm.trigger("home", timeout=60)
     assert resp.success, (resp.message, arm.q() - HOME, arm.diag)
     assert wait_until(lambda: within(arm.q(), HOME, 2e-3), 2), (arm.q() - HOME, arm.age(), arm.diag)
+
+
+def test_while_homing_the_state_streams_and_stop_ends_the_home_call_at_once(arm):
+    """home waits for the arm on a thread of its own: the 200 Hz state stream and the stop service
+    are not held up, and a stop mid-way answers the home call at once (not after its 30 s timeout)."""
+    away = HOME + np.array([0.5, 0, 0, 0, 0, 0, 0])
+    assert reach(arm, away, tol=2e-3)
+    settle(arm)
+    result = {}
+    homing = threading.Thread(target=lambda: result.update(resp=arm.trigger("home", timeout=60)))
+    homing.start()
+    assert wait_until(lambda: abs(arm.q()[0] - away[0]) > 0.02, 10), "home did not start moving"
+    start = len(arm.joint_states)
+    time.sleep(0.5)
+    with arm.lock:
+        window = list(arm.joint_states)[start:]
+    stamps = np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for _, m in window])
+    assert len(stamps) > 10 and (len(stamps) - 1) / (stamps[-1] - stamps[0]) >= 100.0
+    assert homing.is_alive(), "homing already finished: the stop below would test nothing"
+    t_stop = time.monotonic()
+    assert arm.trigger("stop").success
+    homing.join(10)
+    assert not homing.is_alive() and time.monotonic() - t_stop < 2.0
+    assert not result["resp"].success and "estop" in result["resp"].message, result["resp"].message
+    assert arm.trigger("reset").success
+    assert wait_until(lambda: arm.state() == "ACTIVE", 5)
 
 
 def test_gripper_follows_the_finger_joint(arm):

@@ -208,10 +208,8 @@ def _positive(p: dict, key: str) -> float:
 
 
 def main(args=None) -> None:
-    # One executor thread: every callback here is short, and the blocking service calls happen on
-    # the bridge's worker thread. (rclpy's MultiThreadedExecutor spins hot while a mutually
-    # exclusive group is busy and 200 Hz joint states keep arriving.)
-    raise SystemExit(run_node(BridgeNode, args, threads=1))
+    # Every callback here is short; the blocking service calls happen on the bridge's worker thread.
+    raise SystemExit(run_node(BridgeNode, args))
 
 
 if __name__ == "__main__":

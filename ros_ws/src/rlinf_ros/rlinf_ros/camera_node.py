@@ -87,7 +87,7 @@ class CameraNode(Node):
 
 
 def main(args=None) -> None:
-    raise SystemExit(run_node(CameraNode, args, threads=1))
+    raise SystemExit(run_node(CameraNode, args))
 
 
 if __name__ == "__main__":

@@ -10,15 +10,18 @@ from typing import Any
 import rclpy
 from builtin_interfaces.msg import Time
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.robot.sched import normal_scheduling
 
 
-def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads: int = 1) -> int:
+def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     """Create the node, spin it until SIGINT/SIGTERM (rclpy handles both), then release it cleanly.
+
+    One executor thread: every callback of our nodes is short, and services that wait for the arm
+    run on ``side_services`` threads (rclpy's MultiThreadedExecutor falls behind at 200 Hz).
 
     Returns the process exit code: 1 when the node cannot even be built (bad parameters), so a
     supervisor (``ros2 launch``, ``rlinf-robot robot up``) reports a clear start-up failure.
@@ -26,7 +29,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(levelname)s: %(message)s")
     normal_scheduling()  # before rclpy/DDS create their threads (see rlinf_robot.robot.sched)
     rclpy.init(args=args if args is not None else sys.argv)
-    executor = MultiThreadedExecutor(num_threads=threads) if threads > 1 else SingleThreadedExecutor()
+    executor = SingleThreadedExecutor()
     node = None
     code = 0
     try:

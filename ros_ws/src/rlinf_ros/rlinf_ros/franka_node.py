@@ -24,7 +24,6 @@ import sys
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
@@ -35,6 +34,7 @@ from rlinf_robot.robot.franka import ArmObservation, ArmState, FrankaArm, Franka
 from rlinf_robot.robot.franka.goals import ARM_JOINTS, FINGER_JOINT, joint_targets_by_name
 from rlinf_robot.safety import ArmAction, Rejection
 from rlinf_ros.common import declare, from_stamp, run_node, to_stamp
+from rlinf_ros.side_services import SideServices
 
 NODE_PARAMS = {"diagnostics_rate_hz": 5.0, "base_frame": "fr3_link0"}
 LEVELS = {
@@ -57,17 +57,19 @@ class FrankaNode(LifecycleNode):
         self._active = False
         self._js = self._pose = None
         self._subs = []
-        self._commands = ReentrantCallbackGroup()
-        self._slow = MutuallyExclusiveCallbackGroup()  # home waits for the arm; keep it off the others
         # Diagnostics and the stop service exist in every lifecycle state: an operator must always
         # see the arm and be able to stop it.
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         rate = float(self.params["diagnostics_rate_hz"])
         self.create_timer(1.0 / rate if rate > 0 else 1.0, self._publish_diagnostics)
-        for name, handler in (("stop", self._srv_stop), ("hold", self._srv_hold), ("reset", self._srv_reset),
-                              ("recover", self._srv_recover)):
-            self.create_service(Trigger, name, handler, callback_group=self._commands)
-        self.create_service(Trigger, "home", self._srv_home, callback_group=self._slow)
+        for name, handler in (("stop", self._srv_stop), ("hold", self._srv_hold)):  # one loop tick at most
+            self.create_service(Trigger, name, handler)
+        # Services that wait for the arm run beside the executor, each group on its own thread:
+        # homing (up to 30 s) never delays a reset, and neither delays commands or stop.
+        self._side = [SideServices(self, "homing"), SideServices(self, "recovery")]
+        self._side[0].add(Trigger, "home", self._srv_home)
+        self._side[1].add(Trigger, "reset", self._srv_reset)
+        self._side[1].add(Trigger, "recover", self._srv_recover)
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
     # ------------------------------------------------------------------ lifecycle
@@ -84,10 +86,8 @@ class FrankaNode(LifecycleNode):
         self._js = self.create_lifecycle_publisher(JointState, "joint_states", qos)
         self._pose = self.create_lifecycle_publisher(PoseStamped, "ee_pose", qos)
         self._subs = [
-            self.create_subscription(JointState, "joint_command", self._on_joint_command, 10,
-                                     callback_group=self._commands),
-            self.create_subscription(PoseStamped, "ee_command", self._on_ee_command, 10,
-                                     callback_group=self._commands),
+            self.create_subscription(JointState, "joint_command", self._on_joint_command, 10),
+            self.create_subscription(PoseStamped, "ee_command", self._on_ee_command, 10),
         ]
         arm.add_listener(self._publish_state)
         self.get_logger().info(f"connected to the arm at {config.robot_ip} ({config.control_rate_hz:g} Hz)")
@@ -124,6 +124,12 @@ class FrankaNode(LifecycleNode):
         arm, self.arm = self.arm, None
         if arm is not None:
             arm.disconnect()
+
+    def destroy_node(self) -> None:
+        for side in self._side:
+            side.close()
+        self._side = []
+        super().destroy_node()
 
     # ------------------------------------------------------------------ state out
     def _publish_state(self, obs: ArmObservation) -> None:
@@ -248,7 +254,7 @@ def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-#: GIL switch interval (s). The control loop shares the interpreter with the executor threads; at
+#: GIL switch interval (s). The control loop shares the interpreter with the executor thread; at
 #: Python's default 5 ms every GIL hand-over can cost the loop a whole period at 200 Hz.
 SWITCH_INTERVAL_S = 2e-4
 
@@ -258,7 +264,7 @@ def main(args=None) -> None:
     # Fast DDS sends from the publishing thread (our real-time control loop) instead of handing
     # each sample to its own normal-priority writer thread, which a busy machine delays.
     os.environ.setdefault("RMW_FASTRTPS_PUBLICATION_MODE", "SYNCHRONOUS")
-    raise SystemExit(run_node(FrankaNode, args, threads=4))
+    raise SystemExit(run_node(FrankaNode, args))
 
 
 if __name__ == "__main__":
