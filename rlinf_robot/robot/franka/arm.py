@@ -307,15 +307,13 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
             return
         self._publish(reading)
         state = self.faults.state
-        try:
+
+        def check_motion() -> None:
             self.link.poll()
             if reading.mode == "Reflex" and state not in (ArmState.REFLEX, ArmState.RECOVERING):
                 raise ReflexError("the controller reports robot mode Reflex")
-        except ReflexError as exc:
-            self._on_reflex(exc)
-            return
-        except LinkLost as exc:
-            self._on_link_lost(exc)
+
+        if self._franky_call(check_motion) is not None:
             return
         if state is ArmState.REFLEX and self.config.auto_recover:
             if time.monotonic() - self._last_recovery_try > _RECOVERY_BACKOFF_S:

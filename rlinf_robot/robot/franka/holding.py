@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from rlinf_robot.errors import LinkLost, ReflexError
+from rlinf_robot.errors import ReflexError
 from rlinf_robot.robot.franka.faults import ArmState
 
 log = logging.getLogger(__name__)
@@ -32,15 +32,16 @@ class Holding:
     def _brake_now(self) -> tuple[bool, str]:
         if self.faults.state is not ArmState.ACTIVE:
             return True, f"the arm is {self.faults.state.value}: nothing moves"
+        limits = self.safety.limits
+
+        def brake() -> None:
+            self._last_sent = self.link.brake(limits.q_lo, limits.q_hi)
+
         with self._motion_lock:
-            try:
-                self._last_sent = self.link.brake(self.safety.limits.q_lo, self.safety.limits.q_hi)
-            except ReflexError as exc:
-                self._on_reflex(exc)
-                return False, f"reflex while braking: {exc}"
-            except LinkLost as exc:
-                self._on_link_lost(exc)
-                return False, f"link lost while braking: {exc}"
+            failed = self._franky_call(brake)
+        if failed is not None:
+            what = "reflex" if isinstance(failed, ReflexError) else "link lost"
+            return False, f"{what} while braking: {failed}"
         return True, "holding"
 
     def stop(self, reason: str = "stop requested") -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from rlinf_robot.errors import LinkLost, ReflexError
 from rlinf_robot.robot.franka.faults import ArmState
@@ -18,6 +19,19 @@ log = logging.getLogger(__name__)
 
 
 class FaultHandling:
+    def _franky_call(self, call: Callable[[], object]) -> Exception | None:
+        """Run a call that drives the arm; a reflex or a lost link is handed to its handler (state
+        machine, goal, counters) and returned, ``None`` when the call went through."""
+        try:
+            call()
+        except ReflexError as exc:
+            self._on_reflex(exc)
+            return exc
+        except LinkLost as exc:
+            self._on_link_lost(exc)
+            return exc
+        return None
+
     def _on_reflex(self, exc: Exception) -> None:
         self.counters["reflexes"] += 1
         self._clear_goal("reflex")

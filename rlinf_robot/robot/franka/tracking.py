@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 
-from rlinf_robot.errors import LinkLost, ReflexError
 from rlinf_robot.robot.franka.faults import ArmState
 from rlinf_robot.robot.franka.goals import Goal
 from rlinf_robot.robot.franka.link import ArmReading
@@ -61,13 +60,7 @@ class GoalTracking:
             if self.faults.state is not ArmState.ACTIVE:
                 return
             if self._last_sent is None or np.max(np.abs(target - self._last_sent)) > _MOVED:
-                try:
-                    self.link.move_joints(target)
-                except ReflexError as exc:
-                    self._on_reflex(exc)
-                    return
-                except LinkLost as exc:
-                    self._on_link_lost(exc)
+                if self._franky_call(lambda: self.link.move_joints(target)) is not None:
                     return
                 self._last_sent = target
         if not goal.applied:  # first time this goal reaches the arm
