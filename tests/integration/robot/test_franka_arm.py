@@ -63,13 +63,20 @@ def test_a_command_from_before_a_stop_never_runs(arm):
     assert arm.diagnostics()["rejected_before_stop"] == 1
 
 
-def _record(arm: FrankaArm, seconds: float) -> tuple[np.ndarray, np.ndarray]:
-    """Commanded and measured joint positions at every control tick for ``seconds``."""
-    samples: list[tuple[np.ndarray, np.ndarray]] = []
-    arm.add_listener(lambda obs: samples.append((obs.q_d.copy(), obs.q.copy())))
-    time.sleep(seconds)
-    arm._listeners.pop()
-    return np.array([s[0] for s in samples]), np.array([s[1] for s in samples])
+class Recording:
+    """Commanded and measured joint positions at every control tick from ``start()`` on. Started
+    before the event under test, so a test thread that the machine delays cannot miss the motion."""
+
+    def __init__(self, arm: FrankaArm):
+        self.arm = arm
+        self.samples: list[tuple[np.ndarray, np.ndarray]] = []
+        self._listener = lambda obs: self.samples.append((obs.q_d.copy(), obs.q.copy()))
+        arm.add_listener(self._listener)
+
+    def stop_after(self, seconds: float) -> tuple[np.ndarray, np.ndarray]:
+        time.sleep(seconds)
+        self.arm._listeners.remove(self._listener)
+        return np.array([s[0] for s in self.samples]), np.array([s[1] for s in self.samples])
 
 
 def _moving(arm: FrankaArm, joint: int, speed: float) -> bool:
@@ -101,10 +108,11 @@ def test_hold_while_moving_brakes_forward_and_refuses_older_commands(arm):
         assert arm.submit(ArmAction("joint_position", far))  # fresh every 20 ms: the node's deadman is 200 ms
         time.sleep(0.02)
     assert _moving(arm, 0, 0.1), "never got going"
+    recording = Recording(arm)
     issued = time.time()
     ok, message = arm.hold("test")
     assert ok, message
-    _assert_stops_without_reversing(_record(arm, 1.0), 0, +1.0)
+    _assert_stops_without_reversing(recording.stop_after(1.0), 0, +1.0)
     late = arm.submit(ArmAction("joint_position", far), wall_stamp=issued)
     assert isinstance(late, Rejection) and late.reason == "before_hold"
     assert arm.state is ArmState.ACTIVE  # not latching: a fresh command moves the arm again
@@ -118,9 +126,10 @@ def test_a_goal_gone_stale_mid_motion_brakes_without_reversing(arm):
     q0 = arm.get_observation()["joint_pos"].copy()
     far = q0 - np.array([0.3, 0, 0, 0, 0, 0, 0])
     trips = arm.diagnostics()["deadman_trips"]
+    recording = Recording(arm)
     assert arm.submit(ArmAction("joint_position", far))  # once: it goes stale after 200 ms
     assert wait_until(lambda: _moving(arm, 0, 0.05), 2)
-    recorded = _record(arm, 1.5)
+    recorded = recording.stop_after(1.5)
     assert arm.diagnostics()["deadman_trips"] > trips
     assert abs(recorded[1][-1, 0] - q0[0]) < 0.2, "it went on toward the stale target"
     _assert_stops_without_reversing(recorded, 0, -1.0)
