@@ -31,7 +31,7 @@ import zmq
 from rlinf_robot.bridge.config import ClientConfig
 from rlinf_robot.bridge.errors import BridgeError, BridgeTimeout, CommandRefused
 from rlinf_robot.bridge.latency import LatencyHistogram
-from rlinf_robot.bridge.server import HB_SUFFIX
+from rlinf_robot.bridge.peers import HB_SUFFIX
 from rlinf_robot.errors import Latched, LinkLost
 from rlinf_robot.protocol import (
     ActionChunk,

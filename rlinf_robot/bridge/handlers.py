@@ -14,7 +14,8 @@ from rlinf_robot.bridge.backend import BACKEND_COMMANDS
 from rlinf_robot.protocol import Command, Error
 
 if TYPE_CHECKING:
-    from rlinf_robot.bridge.server import BridgeServer, Peer
+    from rlinf_robot.bridge.peers import Peer
+    from rlinf_robot.bridge.server import BridgeServer
 
 
 def cmd_status(server: BridgeServer, peer: Peer, cmd: Command, now: int) -> str:

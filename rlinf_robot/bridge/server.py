@@ -20,7 +20,6 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 import zmq
@@ -33,38 +32,14 @@ from rlinf_robot.bridge.events import EventLog
 from rlinf_robot.bridge.handlers import COMMANDS, check_busy
 from rlinf_robot.bridge.latency import HopLatencies
 from rlinf_robot.bridge.lease import Lease
+from rlinf_robot.bridge.peers import Peer, client_id_of, is_heartbeat_socket
 from rlinf_robot.bridge.scheduler import ChunkScheduler, Dropped
 from rlinf_robot.protocol import ActionChunk, Command, Error, Heartbeat, ProtocolError, Status, decode, encode
 from rlinf_robot.safety import EStop, SafetyFilter, SafetyLimits, Watchdog
 
 log = logging.getLogger(__name__)
-HB_SUFFIX = "#hb"  # routing-id suffix of a client's heartbeat socket
 MAX_PEERS = 1024
 MAX_BATCH = 256  # messages handled per wake-up before timers run again
-
-
-@dataclass
-class Peer:
-    identity: bytes
-    client_id: str
-    key: str
-    last_seen_ns: int
-    subscribed: bool = False
-
-
-def _is_hb(identity: bytes) -> bool:
-    return identity.endswith(HB_SUFFIX.encode())
-
-
-def client_id_of(identity: bytes) -> str:
-    """Readable client id from a routing id (``name#hb`` -> ``name``)."""
-    try:
-        text = identity.decode("utf-8")
-    except UnicodeDecodeError:
-        return "peer-" + identity.hex()
-    if not text.isprintable():
-        return "peer-" + identity.hex()
-    return text[: -len(HB_SUFFIX)] if text.endswith(HB_SUFFIX) else text
 
 
 class BridgeServer(ControlMixin):
@@ -384,12 +359,14 @@ class BridgeServer(ControlMixin):
     def _broadcast_status(self, message: str) -> None:
         status = self.status(message=message)
         for peer in list(self._peers.values()):
-            if peer.subscribed or (peer.client_id == self.lease.holder and not _is_hb(peer.identity)):
+            if peer.subscribed or (
+                peer.client_id == self.lease.holder and not is_heartbeat_socket(peer.identity)
+            ):
                 self._send(peer.identity, status)
 
     def _reply_holder(self, msg: Error) -> None:
         for peer in self._peers.values():
-            if self.lease.held_by(peer.client_id, peer.key) and not _is_hb(peer.identity):
+            if self.lease.held_by(peer.client_id, peer.key) and not is_heartbeat_socket(peer.identity):
                 self._send(peer.identity, msg)
 
     def _reply_error(self, identity: bytes, e: ProtocolError) -> None:
