@@ -45,9 +45,18 @@ def parse_launch(path: Path) -> dict:
             out["processes"].append([_const(e, names) for e in kw["cmd"].elts])
         elif func == "DeclareLaunchArgument":
             out["arguments"][_const(call.args[0], names)] = kw.get("default_value")
+        elif func == "IncludeLaunchDescription":
+            forwarded = kw["launch_arguments"].func.value  # {...}.items()
+            out["forwarded"] = {_const(k, names) for k in forwarded.keys}
     for const in (n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)):
         if const.value.endswith(".yaml"):
             out["yaml"].add(const.value)
+        elif const.value.endswith(".launch.py"):  # an included launch file: its nodes and processes count
+            included = parse_launch(path.parent / const.value)
+            out["nodes"].update(included["nodes"])
+            out["lifecycle"] |= included["lifecycle"]
+            out["processes"] += included["processes"]
+            out["includes"] = [*out.get("includes", []), const.value]
     return out
 
 
@@ -57,6 +66,8 @@ def test_launch_file_and_robot_up_start_the_same_processes(launch_file, yaml_nam
     assert parsed["yaml"] == {yaml_name}, "each launch file defaults to its own YAML"
     assert set(parsed["arguments"]) >= {"robot_ip", "config", "namespace"}
     assert _const(parsed["arguments"]["namespace"], {}) == "franka"
+    if parsed.get("includes"):  # every argument reaches the included nodes
+        assert parsed["forwarded"] == {"robot_ip", "config", "namespace"}
 
     plan = make_plan(LAUNCH / "config" / yaml_name, sim=sim, install_dir=default_install_dir())
     planned_nodes = {c.name: Path(c.argv[0]).name for c in plan if c.name != "franka_sim"}
