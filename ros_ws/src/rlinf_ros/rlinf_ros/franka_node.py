@@ -8,10 +8,11 @@ and accept commands; deactivate: hold; cleanup: disconnect. Namespace ``franka``
   ``/diagnostics`` (state machine state, counters, loop timing; also while inactive);
 - subscribes ``joint_command`` (JointState: absolute positions by joint name) and ``ee_command``
   (PoseStamped in ``base_frame``); a command whose header stamp is older than ``deadman_ms`` or
-  older than the last stop is never executed;
+  older than the last stop or hold is never executed;
 - serves std_srvs/Trigger ``reset``, ``recover``, ``stop`` (latching e-stop), ``hold`` (stop
   smoothly where the motion can stop, without reversing; not latching: commands issued before it
-  are refused, newer ones move the arm again) and ``home``.
+  are refused, newer ones move the arm again) and ``home``. ``home``, ``reset`` and ``recover``
+  wait for the arm, so they are served by sibling nodes on their own threads (``side_services``).
 """
 
 from __future__ import annotations
@@ -66,10 +67,11 @@ class FrankaNode(LifecycleNode):
             self.create_service(Trigger, name, handler)
         # Services that wait for the arm run beside the executor, each group on its own thread:
         # homing (up to 30 s) never delays a reset, and neither delays commands or stop.
-        self._side = [SideServices(self, "homing"), SideServices(self, "recovery")]
-        self._side[0].add(Trigger, "home", self._srv_home)
-        self._side[1].add(Trigger, "reset", self._srv_reset)
-        self._side[1].add(Trigger, "recover", self._srv_recover)
+        homing, recovery = SideServices(self, "homing"), SideServices(self, "recovery")
+        homing.add(Trigger, "home", self._srv_home)
+        recovery.add(Trigger, "reset", self._srv_reset)
+        recovery.add(Trigger, "recover", self._srv_recover)
+        self._side = [homing, recovery]
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
     # ------------------------------------------------------------------ lifecycle
