@@ -91,6 +91,7 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
             config.control_rate_hz, self._tick, name="franka-arm", priority=config.loop_priority
         )
         self._last_sent: np.ndarray | None = None
+        self._braking = False  # the last motion sent is a brake (see Holding._keep_braking)
         self._last_read_t: float | None = None
         self._last_connect_try = -math.inf
         self._last_recovery_try = -math.inf
@@ -233,7 +234,8 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
             action if action.mode in ABSOLUTE_MODES else ArmAction(safe.mode, safe.target, safe.gripper)
         )
         goal = Goal(
-            goal_action, stamp, wall_stamp, self.estop.generation, expires=source != "home", source=source
+            goal_action, stamp, wall_stamp, self.estop.generation, expires=source != "home", source=source,
+            one_shot=action.mode not in ABSOLUTE_MODES,
         )
         self.watchdog.feed(stamp)
         with self._goal_lock:

@@ -5,6 +5,12 @@ re-checked every control tick against the arm's commanded position, so the safet
 per-tick step limit turns one far target into a smooth approach; deltas are resolved once, when
 they arrive, into the absolute target they mean. A goal stops being executed the moment it is
 older than the deadman or older than the last e-stop.
+
+A resolved delta is *one-shot*: the filter bounded it to one step when it arrived, so once its
+target is handed to the arm the goal ends and the arm finishes that step on its own. The deadman
+exists for targets the arm would chase across the workspace; cutting a one-step motion short
+only made the result depend on how busy the machine was (a 4 mm EE delta stopped 1.7 mm short
+when franka-sim ran slower than real time).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class Goal:
     generation: int  # e-stop generation when it arrived
     expires: bool = True  # False for internal goals (homing), which the deadman does not cover
     source: str = "command"
+    one_shot: bool = False  # a resolved delta: ends once its (unscaled) target reaches the arm
     applied: bool = field(default=False)
     #: The joint target once the filter passed the goal unscaled: later ticks only hold it.
     final: np.ndarray | None = field(default=None)

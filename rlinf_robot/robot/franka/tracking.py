@@ -2,8 +2,9 @@
 
 A mixin of ``FrankaArm`` (it uses the arm's link, resolver, watchdog and counters). Each tick the
 current goal is re-checked by the safety filter against the commanded position and handed to franky
-as an asynchronous joint motion; a stale goal brakes, a refused one is dropped. Every way a goal
-ends goes through ``_goal_ended``, so a ``home()`` caller hears at once how its homing ended.
+as an asynchronous joint motion; a stale goal brakes, a refused one is dropped, a delta ends once
+its target is handed over. Every way a goal ends goes through ``_goal_ended``, so a ``home()``
+caller hears at once how its homing ended.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ class GoalTracking:
         with self._goal_lock:
             goal = self._goal
         if goal is None:
+            self._keep_braking(reading)
             return
         if goal.generation != self.estop.generation:
-            self._drop(goal, "dropped_before_stop")
+            self._drop(goal, "dropped_before_stop", outcome="estop")
             return
         if goal.expires and not self.watchdog.is_fresh(goal.stamp):
             self.watchdog.expired()
@@ -63,18 +65,24 @@ class GoalTracking:
                 if self._franky_call(lambda: self.link.move_joints(target)) is not None:
                     return
                 self._last_sent = target
+                self._braking = False
         if not goal.applied:  # first time this goal reaches the arm
             goal.applied = True
             self.latency.add(time.time() - goal.wall_stamp)
             if safe is not None and safe.gripper is not None and self.gripper is not None:
                 self.gripper.move(safe.gripper)
+        if goal.one_shot and goal.final is not None:
+            self._drop(goal, "deltas_handed_over")  # one bounded step: the arm finishes it (see goals)
 
-    def _drop(self, goal: Goal, why: str) -> None:
-        self.counters[why] += 1
+    def _drop(self, goal: Goal, why: str, outcome: str | None = None) -> None:
+        """The loop ends ``goal`` (counted as ``why``) unless a stop, hold or newer command already
+        took it away: each goal ends once, told by whoever removed it (``outcome``, else ``why``)."""
         with self._goal_lock:
-            if self._goal is goal:
-                self._goal = None
-        self._goal_ended(goal, why)
+            if self._goal is not goal:
+                return
+            self._goal = None
+        self.counters[why] += 1
+        self._goal_ended(goal, outcome or why)
 
     def _clear_goal(self, why: str = "cleared") -> None:
         with self._goal_lock:
