@@ -11,10 +11,14 @@ from __future__ import annotations
 import logging
 import time
 
+import numpy as np
+
 from rlinf_robot.errors import ReflexError
 from rlinf_robot.robot.franka.faults import ArmState
 
 log = logging.getLogger(__name__)
+_RESTING_RAD_S = 1e-4  # commanded joint speed below which a brake is done
+_PAST_RAD = 1e-6  # how far past its braking target a commanded joint counts as overrunning it
 
 
 class Holding:
@@ -36,6 +40,7 @@ class Holding:
 
         def brake() -> None:
             self._last_sent = self.link.brake(limits.q_lo, limits.q_hi)
+            self._braking = True
 
         with self._motion_lock:
             failed = self._franky_call(brake)
@@ -43,6 +48,26 @@ class Holding:
             what = "reflex" if isinstance(failed, ReflexError) else "link lost"
             return False, f"{what} while braking: {failed}"
         return True, "holding"
+
+    def _keep_braking(self, reading) -> None:
+        """Brake again if the last brake ends behind where the arm can stop.
+
+        A braking target assumes franky takes the new motion over ``latency_s`` after the state was
+        read. On a starved machine the loop can be 50 ms late in between, the commanded motion runs
+        past the target, and the planner would then drive back (0.5-5 mrad seen against franka-sim
+        with the CPU throttled). Seen each tick from the commanded state: a joint still moving away
+        from the target. Braking again from there only moves the target further along the motion.
+        """
+        if not self._braking or self._last_sent is None:
+            return
+        moving = np.abs(reading.dq_d) > _RESTING_RAD_S
+        if not moving.any():
+            self._braking = False
+            return
+        beyond = np.sign(reading.dq_d) * (reading.q_d - self._last_sent) > _PAST_RAD
+        if np.any(moving & beyond) and self.faults.state is ArmState.ACTIVE:
+            self.counters["brakes_extended"] += 1
+            self._brake_now()
 
     def stop(self, reason: str = "stop requested") -> None:
         """Latching e-stop: preempt the motion now, drop the goal, refuse commands until ``reset``."""

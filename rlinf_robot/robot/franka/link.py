@@ -30,6 +30,7 @@ class ArmReading:
     q: np.ndarray  # measured joint positions
     dq: np.ndarray
     q_d: np.ndarray  # desired (commanded) joint positions: where the motion generator continues from
+    dq_d: np.ndarray  # desired joint velocities
     mode: str  # franka RobotMode name: Idle, Move, Reflex, ...
 
 
@@ -89,6 +90,7 @@ class FrankyLink:
             q=np.array(s.q, dtype=np.float64),
             dq=np.array(s.dq, dtype=np.float64),
             q_d=np.array(s.q_d, dtype=np.float64),
+            dq_d=np.array(s.dq_d, dtype=np.float64),
             mode=str(s.robot_mode).rsplit(".", 1)[-1],
         )
 
