@@ -137,7 +137,7 @@ class StreamBackend:
     def apply(self, action: SafeAction) -> None:
         with self._lock:
             self._target = (action, time.monotonic())
-        self._send(action)
+            self._send(action)
 
     def _send(self, action: SafeAction) -> None:
         if action.mode == "joint_position":
@@ -146,10 +146,12 @@ class StreamBackend:
             self.sinks.ee_command(action.target)
 
     def keepalive(self) -> None:
+        # Sent under the lock: a keepalive stamped after ``hold`` asked the arm to brake would be a
+        # fresh command that moves it on.
         with self._lock:
             target = self._target
-        if target is not None and time.monotonic() - target[1] <= self.target_hold_s:
-            self._send(target[0])
+            if target is not None and time.monotonic() - target[1] <= self.target_hold_s:
+                self._send(target[0])
 
     def hold(self) -> None:
         with self._lock:
