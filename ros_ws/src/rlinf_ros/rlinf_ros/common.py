@@ -26,7 +26,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     Returns the process exit code: 1 when the node cannot even be built (bad parameters), so a
     supervisor (``ros2 launch``, ``rlinf-robot robot up``) reports a clear start-up failure.
     """
-    logging.basicConfig(level=logging.INFO, format="[%(name)s] %(levelname)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="[%(created).3f] [%(name)s] %(levelname)s: %(message)s")
     normal_scheduling()  # before rclpy/DDS create their threads (see rlinf_robot.robot.sched)
     rclpy.init(args=args if args is not None else sys.argv)
     executor = SingleThreadedExecutor()
