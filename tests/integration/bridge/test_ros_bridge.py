@@ -27,8 +27,14 @@ from tests.integration.robot.probe import RosProbe
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DEADMAN_MS = 100.0
-STOP_MS = 600.0
-TRANSIENT = ("fault", "no_state", "stale_obs", "late")  # step refusals that say nothing is wrong with us  # the hold is tracked by franka_node at relative_dynamics_factor 0.2: a gentle stop
+#: After a link cut mid-chunk, joint 1 may travel at most this far: the steps applied before the
+#: deadman trips (0.02 rad each, 10 Hz) and franka_node's braking at relative_dynamics_factor 0.2
+#: (~0.01 rad from 0.2 rad/s), with room for a starved machine. The rest of the chunk is >= 1 rad.
+MAX_TRAVEL_RAD = 0.1
+#: A functional bound, not a latency goal: on a quiet machine the arm is still 0.2-0.5 s after the
+#: kill; CPU-starved runs (franka-sim slower than real time) took up to 1.1 s.
+STILL_WITHIN_S = 3.0
+TRANSIENT = ("fault", "no_state", "stale_obs", "late")  # step refusals that say nothing is wrong with us
 
 LEARNER = """
 import sys, time, numpy as np
@@ -148,6 +154,19 @@ def _speed_after(probe: RosProbe, t0: float, window: float = 0.05) -> list[tuple
     return out
 
 
+def _trace(probe: RosProbe, t0: float, every: float = 0.02) -> str:
+    """Joint 1 after ``t0`` every ``every`` s (ms since t0: mrad from the first sample), for a failure message."""
+    samples = _stamped(probe, t0)
+    if not samples:
+        return "no joint_states after t0"
+    out, next_t = [], t0
+    for t, q in samples:
+        if t >= next_t:
+            out.append(f"{(t - t0) * 1e3:.0f}:{(q[0] - samples[0][1][0]) * 1e3:.1f}")
+            next_t = t + every
+    return "joint 1 after the kill (ms:mrad) " + " ".join(out)
+
+
 def test_link_cut_mid_chunk_the_arm_holds(stack):
     endpoint, probe, up = stack
     with robot_output_on_failure(up):
@@ -180,8 +199,10 @@ def _link_cut(endpoint: str, probe: RosProbe) -> None:
             # between the chunk's 10 Hz steps), dated from the window's start
             still = next((t - 0.15 for t, s in _speed_after(probe, t_kill, window=0.15) if s < 0.02), None)
         assert still is not None, "the arm did not stop"
-        print(f"arm still {(still - t_kill) * 1e3:.0f} ms after the kill (bound {DEADMAN_MS + 20 + STOP_MS:.0f} ms)")
-        assert (still - t_kill) * 1e3 <= DEADMAN_MS + 20.0 + STOP_MS
+        before = [q[0] for t, q in _stamped(probe, t_kill - 1.0) if t <= t_kill]
+        travel = _stamped(probe, still)[0][1][0] - before[-1]
+        print(f"arm still {(still - t_kill) * 1e3:.0f} ms after the kill, {travel * 1e3:.1f} mrad further")
+        assert still - t_kill <= STILL_WITHIN_S and travel <= MAX_TRAVEL_RAD, _trace(probe, t_kill)
         time.sleep(0.6)  # then it stays put: the 6 s chunk would have moved joint 1 another 0.12 rad
         # (franka_node brakes to where the motion can stop; a hold at the measured joints used to
         # overshoot them and drive back at 0.2 rad/s; the servo's settling is a few mrad, slowly)

@@ -32,14 +32,22 @@ def test_observation_and_features_agree(arm):
 
 
 def test_a_joint_delta_and_an_ee_delta_move_by_that_much(arm):
-    """A delta is relative to the commanded position when it arrives, applied once."""
+    """A delta is relative to the commanded position when it arrives, applied once, and finished
+    even when the motion outlasts the deadman (one bounded step: the deadman is for chasing)."""
+    before = arm.diagnostics()
     q0 = arm.get_observation()["joint_pos"].copy()
     delta = np.array([0.01, 0, 0, -0.01, 0, 0, 0])
     assert arm.send_action(ArmAction("joint_delta", delta))
     assert wait_until(lambda: within(arm.get_observation()["joint_pos"], q0 + delta, 1e-3), 5)
     p0 = arm.get_observation()["ee_pose"][:3].copy()
     assert arm.send_action(ArmAction("ee_delta", np.array([0.004, 0, -0.002, 0, 0, 0])))
-    assert wait_until(lambda: np.linalg.norm(arm.get_observation()["ee_pose"][:3] - (p0 + [0.004, 0, -0.002])) < 1e-3, 5)
+    goal = p0 + [0.004, 0, -0.002]
+    assert wait_until(lambda: np.linalg.norm(arm.get_observation()["ee_pose"][:3] - goal) < 1e-3, 5), (
+        f"ee - goal = {(arm.get_observation()['ee_pose'][:3] - goal) * 1e3} mm; {arm.diagnostics()}"
+    )
+    after = arm.diagnostics()
+    assert after["deltas_handed_over"] - before.get("deltas_handed_over", 0) == 2
+    assert after.get("dropped_stale", 0) == before.get("dropped_stale", 0)
 
 
 def test_gripper_moves_and_grasps(arm):
