@@ -27,7 +27,7 @@ from rlinf_robot.bridge.stream_backend import CommandSinks, StreamBackend
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.robot.franka.goals import ARM_JOINTS, FINGER_JOINT
 from rlinf_robot.safety import SafetyLimits
-from rlinf_ros.common import declare, from_stamp, run_node, to_stamp
+from rlinf_ros.common import LATEST, declare, from_stamp, run_node, to_stamp
 
 PARAMS = {
     "endpoint": "tcp://127.0.0.1:5555",
@@ -72,11 +72,11 @@ class BridgeNode(Node):
             camera_max_age_s=p["camera_max_age_ms"] / 1e3, target_hold_s=float(p["target_hold_s"]),
             instruction=str(p["instruction"]))
         self._pose: np.ndarray | None = None
-        self.create_subscription(PoseStamped, "ee_pose", self._on_pose, 10)
-        self.create_subscription(JointState, "joint_states", self._on_joints, 10)
+        self.create_subscription(PoseStamped, "ee_pose", self._on_pose, LATEST)
+        self.create_subscription(JointState, "joint_states", self._on_joints, LATEST)
         for topic in cams:
             camera = _camera_name(topic)
-            self.create_subscription(Image, topic, lambda m, c=camera: self._on_image(c, m), 5)
+            self.create_subscription(Image, topic, lambda m, c=camera: self._on_image(c, m), LATEST)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         try:
             self.server = BridgeServer(self.backend, self._server_config(p), self._limits(p)).start()

@@ -16,7 +16,7 @@ from sensor_msgs.msg import Image, JointState
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.robot.cameras import CAMERAS, make_camera
 from rlinf_robot.robot.franka.goals import ARM_JOINTS, FINGER_JOINT
-from rlinf_ros.common import declare, run_node, to_stamp
+from rlinf_ros.common import LATEST, declare, run_node, to_stamp
 
 PARAMS = {
     "mode": "sim",
@@ -53,7 +53,7 @@ class CameraNode(Node):
         self.frames = 0
         self._pub = self.create_publisher(Image, f"{p['camera_name']}/image_raw", 5)
         if self.camera.needs_joint_positions:
-            self.create_subscription(JointState, p["joint_states_topic"], self._on_joints, 10)
+            self.create_subscription(JointState, p["joint_states_topic"], self._on_joints, LATEST)
         self.create_timer(1.0 / float(p["rate_hz"]), self._capture)
 
     def _on_joints(self, msg: JointState) -> None:

@@ -12,10 +12,15 @@ from builtin_interfaces.msg import Time
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.qos import QoSProfile
 
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.robot.sched import normal_scheduling
 
+#: Subscriptions to setpoints and sensor streams, where only the newest message counts. A node that
+#: falls behind (a busy robot PC) then takes the freshest message; with a 10-deep queue it would take
+#: the oldest, and at 50-200 Hz that one is already older than a 200 ms command deadman.
+LATEST = QoSProfile(depth=1)
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     """Create the node, spin it until SIGINT/SIGTERM (rclpy handles both), then release it cleanly.

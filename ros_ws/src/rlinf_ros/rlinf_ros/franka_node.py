@@ -34,7 +34,7 @@ from rlinf_robot.errors import ConfigError, LinkLost, MissingDependency
 from rlinf_robot.robot.franka import ArmObservation, ArmState, FrankaArm, FrankaConfig
 from rlinf_robot.robot.franka.goals import ARM_JOINTS, FINGER_JOINT, joint_targets_by_name
 from rlinf_robot.safety import ArmAction, Rejection
-from rlinf_ros.common import declare, from_stamp, run_node, to_stamp
+from rlinf_ros.common import LATEST, declare, from_stamp, run_node, to_stamp
 from rlinf_ros.side_services import SideServices
 
 NODE_PARAMS = {"diagnostics_rate_hz": 5.0, "base_frame": "fr3_link0"}
@@ -88,8 +88,8 @@ class FrankaNode(LifecycleNode):
         self._js = self.create_lifecycle_publisher(JointState, "joint_states", qos)
         self._pose = self.create_lifecycle_publisher(PoseStamped, "ee_pose", qos)
         self._subs = [
-            self.create_subscription(JointState, "joint_command", self._on_joint_command, 10),
-            self.create_subscription(PoseStamped, "ee_command", self._on_ee_command, 10),
+            self.create_subscription(JointState, "joint_command", self._on_joint_command, LATEST),
+            self.create_subscription(PoseStamped, "ee_command", self._on_ee_command, LATEST),
         ]
         arm.add_listener(self._publish_state)
         self.get_logger().info(f"connected to the arm at {config.robot_ip} ({config.control_rate_hz:g} Hz)")
