@@ -321,6 +321,14 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
             if time.monotonic() - self._last_recovery_try > _RECOVERY_BACKOFF_S:
                 self._recover_now()
         elif state is ArmState.ACTIVE:
+            # Track from a fresh reading: the listeners above (ROS publishing) take time, and on a busy
+            # machine a target stepped from the older commanded position can lie behind the motion,
+            # which the planner then reverses to meet (5 mrad seen against a throttled franka-sim).
+            try:
+                reading = self.link.read()
+            except LinkLost as exc:
+                self._on_link_lost(exc)
+                return
             self._track(reading)
 
     def _publish(self, reading: ArmReading) -> None:

@@ -111,11 +111,7 @@ def test_hold_while_moving_brakes_forward_and_refuses_older_commands(arm):
     measured when the hold came (that made it drive back at 0.2 rad/s)."""
     q0 = arm.get_observation()["joint_pos"].copy()
     far = q0 + np.array([0.3, 0, 0, 0, 0, 0, 0])
-    deadline = time.monotonic() + 5
-    while not _moving(arm, 0, 0.1) and time.monotonic() < deadline:
-        assert arm.submit(ArmAction("joint_position", far))  # fresh every 20 ms: the node's deadman is 200 ms
-        time.sleep(0.02)
-    assert _moving(arm, 0, 0.1), "never got going"
+    _get_moving(arm, far)
     recording = Recording(arm)
     issued = time.time()
     ok, message = arm.hold("test")
@@ -127,6 +123,53 @@ def test_hold_while_moving_brakes_forward_and_refuses_older_commands(arm):
     assert arm.submit(ArmAction("joint_position", q0))
     assert wait_until(lambda: arm.submit(ArmAction("joint_position", q0)) and within(
         arm.get_observation()["joint_pos"], q0, 2e-3), 10)
+
+
+def _get_moving(arm: FrankaArm, target: np.ndarray) -> None:
+    """Stream ``target`` until joint 1 moves toward it at 0.1 rad/s (not still coming back from
+    the previous test)."""
+
+    def toward() -> bool:
+        obs = arm.get_observation()
+        return (target[0] - obs["joint_pos"][0]) * obs["joint_vel"][0] > 0 and _moving(arm, 0, 0.1)
+
+    deadline = time.monotonic() + 5
+    while not toward() and time.monotonic() < deadline:
+        assert arm.submit(ArmAction("joint_position", target))  # fresh every 20 ms (deadman 200 ms)
+        time.sleep(0.02)
+    assert toward(), "never got going"
+
+
+def test_a_brake_handed_over_late_is_braked_again_not_reversed(arm, monkeypatch):
+    """A starved machine: the control loop stalls 0.15 s between reading the state and franky
+    taking the brake over, while the arm accelerates toward a target one filter step (60 mrad)
+    ahead: the commanded motion runs past the braking target and would have to come back. The next
+    tick sees it still moving past the target and brakes again from there: never a reversal."""
+    q0 = arm.get_observation()["joint_pos"].copy()
+    _get_moving(arm, q0 + np.array([0.06, 0, 0, 0, 0, 0, 0]))
+    real_move, real_brake, braking, stalls = arm.link.move_joints, arm.link.brake, [], []
+
+    def brake(*args):
+        braking.append(True)
+        return real_brake(*args)
+
+    def stalled_once(target):  # the first brake's hand-over (brake() reads the state, then moves)
+        if braking and not stalls:
+            stalls.append(target[0])
+            time.sleep(0.15)
+        real_move(target)
+
+    monkeypatch.setattr(arm.link, "brake", brake)
+    monkeypatch.setattr(arm.link, "move_joints", stalled_once)
+    extended = arm.diagnostics().get("brakes_extended", 0)
+    recording = Recording(arm)
+    assert arm.hold("test")[0]
+    recorded = recording.stop_after(1.5)
+    assert stalls and recorded[0][:, 0].max() > stalls[0] + 5e-3, (
+        f"the stall did not carry it past the brake: target {stalls}, furthest {recorded[0][:, 0].max()}"
+    )
+    _assert_stops_without_reversing(recorded, 0, +1.0)
+    assert arm.diagnostics()["brakes_extended"] > extended
 
 
 def test_a_goal_gone_stale_mid_motion_brakes_without_reversing(arm):
