@@ -116,7 +116,9 @@ def test_hold_while_moving_brakes_forward_and_refuses_older_commands(arm):
     issued = time.time()
     ok, message = arm.hold("test")
     assert ok, message
-    _assert_stops_without_reversing(recording.stop_after(1.0), 0, +1.0)
+    recorded = recording.stop_after(1.0)
+    _assert_stops_without_reversing(recorded, 0, +1.0)
+    assert far[0] - recorded[0][-1, 0] > 0.1, "it went on toward the target instead of holding"
     late = arm.submit(ArmAction("joint_position", far), wall_stamp=issued)
     assert isinstance(late, Rejection) and late.reason == "before_hold"
     assert arm.state is ArmState.ACTIVE  # not latching: a fresh command moves the arm again
