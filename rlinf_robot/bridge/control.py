@@ -101,13 +101,8 @@ class ControlMixin:
             return
         width = CONTROL_MODE_WIDTH[plan.mode]
         row = due.row
-        gripper = float(row[width]) if plan.gripper else None
-        rules = self._filter(plan.rate_hz)
-        if plan.anchor is not None:  # a delta chunk: from the state its observation showed
-            action = plan.anchor.target(plan.mode, plan.actions, due.index, width, gripper, rules)
-        else:
-            action = ArmAction(plan.mode, row[:width], gripper)
-        decision = rules.check(action, state) if isinstance(action, ArmAction) else action
+        action = ArmAction(plan.mode, row[:width], float(row[width]) if plan.gripper else None)
+        decision = self._filter(plan.rate_hz).check(action, state)
         if not decision:
             self._count("steps_rejected")
             self._hold("unsafe")

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlinf_robot.bridge.anchoring import Anchor
 from rlinf_robot.protocol import ActionChunk
 
 
@@ -38,7 +37,6 @@ class Plan:
     rate_hz: float = 0.0
     hops: dict[str, int] = field(default_factory=dict)
     applied: int = 0
-    anchor: Anchor | None = None  # delta chunks: the observed state their steps add up from
 
     @property
     def horizon(self) -> int:

@@ -24,7 +24,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import zmq
 
-from rlinf_robot.bridge.anchoring import ABSOLUTE_OF, Anchor, observed_state
 from rlinf_robot.bridge.backend import ArmBackend
 from rlinf_robot.bridge.config import ServerConfig
 from rlinf_robot.bridge.control import ControlMixin
@@ -36,7 +35,7 @@ from rlinf_robot.bridge.lease import Lease
 from rlinf_robot.bridge.peers import Peer, client_id_of, is_heartbeat_socket
 from rlinf_robot.bridge.scheduler import ChunkScheduler, Dropped
 from rlinf_robot.protocol import ActionChunk, Command, Error, Heartbeat, ProtocolError, Status, decode, encode
-from rlinf_robot.safety import EStop, RobotState, SafetyFilter, SafetyLimits, Watchdog
+from rlinf_robot.safety import EStop, SafetyFilter, SafetyLimits, Watchdog
 
 log = logging.getLogger(__name__)
 MAX_PEERS = 1024
@@ -61,7 +60,7 @@ class BridgeServer(ControlMixin):
         self._lock = threading.Lock()
         self._filters: dict[float, SafetyFilter] = {}
         self._peers: dict[bytes, Peer] = {}
-        self._obs_seen: OrderedDict[int, tuple[int, RobotState]] = OrderedDict()  # seq -> stamp, state
+        self._obs_stamps: OrderedDict[int, int] = OrderedDict()
         self._obs_seq = 0
         self._out_seq = itertools.count(1)  # seq of messages the server originates
         self._link_lost = False
@@ -303,16 +302,13 @@ class BridgeServer(ControlMixin):
             return
         self.lease.beat(peer.client_id, peer.key, now)
         self._feed(now)
-        seen = self._obs_seen.get(chunk.obs_seq)
-        result = self.scheduler.offer(chunk, now, seen[0] if seen else None)
+        result = self.scheduler.offer(chunk, now, self._obs_stamps.get(chunk.obs_seq))
         if isinstance(result, Dropped):
             self._count(f"chunks_dropped_{result.reason}")
             self.events.add("chunk_dropped", seq=chunk.seq, reason=result.reason)
             self._send(peer.identity, Error(code=result.reason, message=result.detail, ref_seq=chunk.seq))
             return
         result.plan.hops["action_received"] = t_rx
-        if chunk.control_mode in ABSOLUTE_OF:
-            result.plan.anchor = Anchor(seen[1])
         self._count("chunks_accepted")
         self._count("steps_skipped_on_arrival", result.skipped)
         self.events.add("chunk_accepted", seq=chunk.seq, skipped=result.skipped, pending=result.pending)
@@ -349,9 +345,9 @@ class BridgeServer(ControlMixin):
         obs.seq = self._obs_seq
         obs.chunk_seq = self.scheduler.last_seq
         obs.chunk_active = self.scheduler.active
-        self._obs_seen[obs.seq] = (obs.stamp_ns, observed_state(obs))
-        while len(self._obs_seen) > self.config.obs_history:
-            self._obs_seen.popitem(last=False)
+        self._obs_stamps[obs.seq] = obs.stamp_ns
+        while len(self._obs_stamps) > self.config.obs_history:
+            self._obs_stamps.popitem(last=False)
         obs.hops = {**obs.hops, "obs_sent": time.time_ns()}
         self.latency.record(obs.hops)
         frames = encode(obs)

@@ -99,11 +99,6 @@ class SafetyFilter:
                     self.counters[adj] += 1
         return result
 
-    def resolve(self, action: ArmAction, state: RobotState) -> SafeAction | Rejection:
-        """The target the same rules make of ``action`` from ``state``, not counted: for adding up a
-        chain of planned deltas (``bridge.anchoring``); the counters are for decisions to move."""
-        return self._check(action, state)
-
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self.counters)
