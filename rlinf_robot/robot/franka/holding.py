@@ -15,6 +15,7 @@ import numpy as np
 
 from rlinf_robot.errors import ReflexError
 from rlinf_robot.robot.franka.faults import ArmState
+from rlinf_robot.robot.franka.link import ArmReading
 
 log = logging.getLogger(__name__)
 _RESTING_RAD_S = 1e-4  # commanded joint speed below which a brake is done
@@ -49,7 +50,7 @@ class Holding:
             return False, f"{what} while braking: {failed}"
         return True, "holding"
 
-    def _keep_braking(self, reading) -> None:
+    def _keep_braking(self, reading: ArmReading) -> None:
         """Brake again if the last brake ends behind where the arm can stop.
 
         A braking target assumes franky takes the new motion over ``latency_s`` after the state was

@@ -22,6 +22,7 @@ from rlinf_robot.robot.sched import normal_scheduling
 #: the oldest, and at 50-200 Hz that one is already older than a 200 ms command deadman.
 LATEST = QoSProfile(depth=1)
 
+
 def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     """Create the node, spin it until SIGINT/SIGTERM (rclpy handles both), then release it cleanly.
 
