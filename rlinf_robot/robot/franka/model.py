@@ -1,0 +1,173 @@
+"""The FR3: every fact about the arm that more than one module needs, defined once.
+
+Joint names, the home pose, the TCP (the Franka Hand's fingertip centre, ``TCP_OFFSET`` past the
+flange), the gripper's range, forward kinematics, the TCP Jacobian and the one inverse-kinematics
+solver. The safety filter, the bridge, ``franka_node``, the simulators and calibration all take
+them from here, so the arm the sim scores is the arm the robot PC drives.
+
+Kinematics come from Franka's published DH table (Craig's modified convention), in numpy: exact
+enough (the datasheet parameters; ``tests/robot/test_fr3_model.py`` checks FK and the Jacobian
+against MuJoCo's own kinematics of the franky-sim model) and light enough for a robot PC. Every
+function takes one configuration ``[7]`` or a batch ``[N, 7]`` and answers in the same form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlinf_robot.rotations import quat_from_matrix, quat_to_matrix, small_rotation_error
+
+NUM_JOINTS = 7
+JOINT_NAMES = tuple(f"fr3_joint{i}" for i in range(1, NUM_JOINTS + 1))
+#: ROS JointState name of the gripper: its position is half the finger opening.
+FINGER_JOINT_NAME = "fr3_finger_joint1"
+#: Franka's "ready" pose (libfranka's examples, franka-sim's keyframe ``home``).
+HOME_Q = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])
+#: Flange -> TCP along the flange z axis (m): the Franka Hand's fingertip centre.
+TCP_OFFSET = 0.1034
+GRIPPER_MAX_WIDTH = 0.08  # m, Franka Hand
+
+# (a_{i-1}, d_i, alpha_{i-1}) per joint, metres and radians; then the flange (d = 0.107).
+DH = np.array(
+    [
+        [0.0, 0.333, 0.0],
+        [0.0, 0.0, -np.pi / 2],
+        [0.0, 0.316, np.pi / 2],
+        [0.0825, 0.0, np.pi / 2],
+        [-0.0825, 0.384, -np.pi / 2],
+        [0.0, 0.0, np.pi / 2],
+        [0.088, 0.0, np.pi / 2],
+    ]
+)
+FLANGE_D = 0.107
+#: The hand sits -45 deg about the flange z axis (libfranka's ``O_T_EE`` with the default hand).
+HAND_YAW = -np.pi / 4
+
+
+def _link(a: float, d: float, alpha: float, theta: np.ndarray) -> np.ndarray:
+    """RotX(alpha) TransX(a) RotZ(theta) TransZ(d), batched over theta [N]."""
+    ct, st = np.cos(theta), np.sin(theta)
+    ca, sa = np.cos(alpha), np.sin(alpha)
+    t = np.zeros((theta.shape[0], 4, 4))
+    t[:, 0, 0], t[:, 0, 1], t[:, 0, 3] = ct, -st, a
+    t[:, 1, 0], t[:, 1, 1], t[:, 1, 2], t[:, 1, 3] = st * ca, ct * ca, -sa, -sa * d
+    t[:, 2, 0], t[:, 2, 1], t[:, 2, 2], t[:, 2, 3] = st * sa, ct * sa, ca, ca * d
+    t[:, 3, 3] = 1.0
+    return t
+
+
+def _as_batch(q: np.ndarray) -> tuple[np.ndarray, bool]:
+    q = np.asarray(q, dtype=np.float64)
+    if q.shape[-1] != NUM_JOINTS:
+        raise ValueError(f"FR3 joint vectors have {NUM_JOINTS} entries, got shape {q.shape}")
+    return q.reshape(-1, NUM_JOINTS), q.ndim == 1
+
+
+def frames(q: np.ndarray, tcp_offset: float = TCP_OFFSET) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Joint axes ``z`` [N, 7, 3], joint origins ``p`` [N, 7, 3] and the TCP pose [N, 4, 4]."""
+    qb, _ = _as_batch(q)
+    n = qb.shape[0]
+    t = np.broadcast_to(np.eye(4), (n, 4, 4)).copy()
+    z = np.empty((n, NUM_JOINTS, 3))
+    p = np.empty((n, NUM_JOINTS, 3))
+    for i, (a, d, alpha) in enumerate(DH):
+        t = t @ _link(a, d, alpha, qb[:, i])
+        z[:, i], p[:, i] = t[:, :3, 2], t[:, :3, 3]
+    t = t @ _link(0.0, FLANGE_D + tcp_offset, 0.0, np.full(n, HAND_YAW))
+    return z, p, t
+
+
+def forward_kinematics(q: np.ndarray, tcp_offset: float = TCP_OFFSET) -> np.ndarray:
+    """Base-frame TCP pose (4x4, or [N, 4, 4])."""
+    _, single = _as_batch(q)
+    t = frames(q, tcp_offset)[2]
+    return t[0] if single else t
+
+
+def tcp_position(q: np.ndarray, tcp_offset: float = TCP_OFFSET) -> np.ndarray:
+    return forward_kinematics(q, tcp_offset)[..., :3, 3]
+
+
+def tcp_pose(q: np.ndarray, tcp_offset: float = TCP_OFFSET) -> np.ndarray:
+    """[x, y, z, qw, qx, qy, qz] of the TCP in the base frame (w >= 0), or [N, 7]."""
+    t = forward_kinematics(q, tcp_offset)
+    return np.concatenate([t[..., :3, 3], quat_from_matrix(t[..., :3, :3])], axis=-1)
+
+
+def jacobian(q: np.ndarray, tcp_offset: float = TCP_OFFSET) -> tuple[np.ndarray, np.ndarray]:
+    """Geometric TCP Jacobian (rows: linear xyz, angular xyz, base frame; revolute joints:
+    ``[z_i x (p - p_i); z_i]``) [6, 7] or [N, 6, 7], and the TCP pose it was taken at."""
+    _, single = _as_batch(q)
+    z, p, t = frames(q, tcp_offset)
+    jv = np.cross(z, t[:, None, :3, 3] - p)  # [N, 7, 3]
+    jac = np.concatenate([np.swapaxes(jv, 1, 2), np.swapaxes(z, 1, 2)], axis=1)
+    return (jac[0], t[0]) if single else (jac, t)
+
+
+def pose_error(t_target: np.ndarray, t_now: np.ndarray) -> np.ndarray:
+    """Translation error (m) and rotation vector (rad), base frame: [6] or [N, 6]."""
+    return np.concatenate(
+        [
+            t_target[..., :3, 3] - t_now[..., :3, 3],
+            small_rotation_error(t_target[..., :3, :3], t_now[..., :3, :3]),
+        ],
+        axis=-1,
+    )
+
+
+def dls_step(jac: np.ndarray, err: np.ndarray, damping: float) -> np.ndarray:
+    """Damped least squares: dq = J^T (J J^T + lambda^2 I)^-1 e, batched ([N, 6, 7], [N, 6])."""
+    jt = np.swapaxes(jac, -1, -2)
+    eye = np.eye(jac.shape[-2])
+    return (jt @ np.linalg.solve(jac @ jt + damping**2 * eye, err[..., None]))[..., 0]
+
+
+@dataclass(frozen=True)
+class IKResult:
+    q: np.ndarray
+    position_error: float  # m
+    rotation_error: float  # rad
+    iterations: int
+    converged: bool
+
+
+def solve_ik(
+    target: np.ndarray,
+    q0: np.ndarray,
+    tcp_offset: float = TCP_OFFSET,
+    q_lo: np.ndarray | None = None,
+    q_hi: np.ndarray | None = None,
+    damping: float = 1e-3,
+    tol_pos: float = 1e-5,
+    tol_rot: float = 1e-4,
+    max_iter: int = 50,
+) -> IKResult:
+    """Joint positions near ``q0`` putting the TCP at ``target`` ([7] x y z qw qx qy qz, or 4x4).
+
+    Damped least squares from ``q0``: the minimum-norm step keeps the elbow where it is, so the
+    answer is the configuration next to ``q0`` (what a controller stepping towards a nearby
+    target wants), not an arbitrary IK branch. Optional joint bounds are enforced at every step.
+    """
+    target = np.asarray(target, dtype=np.float64)
+    if target.shape == (7,):
+        t_target = np.eye(4)
+        t_target[:3, :3] = quat_to_matrix(target[3:])
+        t_target[:3, 3] = target[:3]
+    else:
+        t_target = target
+    q = np.asarray(q0, dtype=np.float64).copy()
+    err = np.zeros(6)
+    for it in range(max_iter + 1):
+        jac, t_now = jacobian(q, tcp_offset)
+        err = pose_error(t_target, t_now)
+        pos_err, rot_err = float(np.linalg.norm(err[:3])), float(np.linalg.norm(err[3:]))
+        if pos_err < tol_pos and rot_err < tol_rot:
+            return IKResult(q, pos_err, rot_err, it, True)
+        if it == max_iter:
+            break
+        q = q + dls_step(jac, err, damping)
+        if q_lo is not None and q_hi is not None:
+            q = np.clip(q, q_lo, q_hi)
+    return IKResult(q, float(np.linalg.norm(err[:3])), float(np.linalg.norm(err[3:])), max_iter, False)
