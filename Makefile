@@ -40,7 +40,7 @@ $(STAMPS)/franka-sim: tools/install_franka_sim.sh
 	@mkdir -p $(STAMPS) && touch $@
 
 $(FR3_WRAPPER): $(STAMPS)/venv $(STAMPS)/franka-sim
-	@$(PY) -c "from rlinf_robot.paths import write_fr3_wrapper; print('FR3 MJCF wrapper:', write_fr3_wrapper())"
+	@$(PY) -c "from rlinf_robot.robot.franka.mjcf import write_fr3_wrapper; print('FR3 MJCF wrapper:', write_fr3_wrapper())"
 	@touch $@
 
 # colcon build of the ROS 2 workspace (only once the package exists).

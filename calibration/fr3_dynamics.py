@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from rlinf_robot.errors import ConfigError
-from rlinf_robot.paths import fr3_assets_dir
+from rlinf_robot.robot.franka.mjcf import fr3_assets_dir
+from rlinf_robot.robot.franka.model import JOINT_NAMES
 
-ARM_JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
 #: Where the payload sits: a point mass at the hand's centre of mass. That is what
 #: ``sim/mujoco/dr_apply.py`` does with ``payload_mass`` (kg added to the hand body), so a fitted
 #: mass means the same thing in the training sim as in the fit.
@@ -82,7 +82,7 @@ def _joint_values(root: ET.Element) -> dict[str, dict[str, float]]:
     out = {}
     for joint in root.iter("joint"):
         name = joint.get("name")
-        if name in ARM_JOINTS:
+        if name in JOINT_NAMES:
             out[name] = {k: float(joint.get(k, base[k])) for k in base}
     return out
 
@@ -92,9 +92,9 @@ def nominal_params(assets: Path | None = None) -> DynamicsParams:
     root = ET.parse(Path(assets or fr3_assets_dir()) / "fr3.xml").getroot()
     vals = _joint_values(root)
     return DynamicsParams(
-        joint_damping=[vals[j]["damping"] for j in ARM_JOINTS],
-        joint_frictionloss=[vals[j]["frictionloss"] for j in ARM_JOINTS],
-        joint_armature=[vals[j]["armature"] for j in ARM_JOINTS],
+        joint_damping=[vals[j]["damping"] for j in JOINT_NAMES],
+        joint_frictionloss=[vals[j]["frictionloss"] for j in JOINT_NAMES],
+        joint_armature=[vals[j]["armature"] for j in JOINT_NAMES],
         payload_mass=[0.0],
     )
 
@@ -113,8 +113,8 @@ def write_variant_mjcf(params: DynamicsParams, dest: Path, assets: Path | None =
     compiler.set("meshdir", str(assets / "meshes"))
     for joint in root.iter("joint"):
         name = joint.get("name")
-        if name in ARM_JOINTS:
-            i = ARM_JOINTS.index(name)
+        if name in JOINT_NAMES:
+            i = JOINT_NAMES.index(name)
             joint.set("damping", repr(float(params.joint_damping[i])))
             joint.set("armature", repr(float(params.joint_armature[i])))
             joint.set("frictionloss", repr(float(params.joint_frictionloss[i])))

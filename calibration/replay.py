@@ -22,13 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.fr3_dynamics import (
-    ARM_JOINTS,
-    PAYLOAD_BODY,
-    DynamicsParams,
-    apply_params,
-    write_variant_mjcf,
-)
+from calibration.fr3_dynamics import PAYLOAD_BODY, DynamicsParams, apply_params, write_variant_mjcf
+from rlinf_robot.robot.franka.model import JOINT_NAMES
 
 DT = 0.001
 #: franka-sim's velocity-servo gain per joint (N m per rad/s): the Menagerie FR3 actuator ``kv``.
@@ -125,9 +120,9 @@ class ServoReplay:
             model = compile_replay_model(mjcf)
         self.model = model
         self.data = mujoco.MjData(self.model)
-        jid = [mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in ARM_JOINTS]
+        jid = [mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in JOINT_NAMES]
         if min(jid) < 0:
-            raise ValueError(f"model lacks the FR3 joints {list(ARM_JOINTS)}")
+            raise ValueError(f"model lacks the FR3 joints {list(JOINT_NAMES)}")
         self.qpos_adr = np.array([self.model.jnt_qposadr[j] for j in jid])
         self.dof_adr = np.array([self.model.jnt_dofadr[j] for j in jid])
         self.payload_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, PAYLOAD_BODY)

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from calibration.charuco import BoardSpec, _cv2
-from rlinf_robot.paths import write_fr3_wrapper
-from rlinf_robot.safety import fr3_forward_kinematics
+from rlinf_robot.robot.franka.mjcf import load_fr3_spec
+from rlinf_robot.robot.franka.model import JOINT_NAMES, TCP_OFFSET, forward_kinematics
+from rlinf_robot.rotations import quat_from_matrix, rotvec_to_matrix
 
-TCP_OFFSET = 0.1034
 _FLIP = np.diag([1.0, -1.0, -1.0])  # OpenCV camera axes <-> MuJoCo camera axes
 BOARD_GROUP = 0
 
@@ -39,12 +39,9 @@ def pose(rotation: np.ndarray | None = None, translation=(0.0, 0.0, 0.0)) -> np.
 
 
 def rot(axis, angle_deg: float) -> np.ndarray:
-    """Rotation matrix about ``axis`` by ``angle_deg`` (Rodrigues)."""
+    """Rotation matrix about ``axis`` by ``angle_deg``."""
     a = np.asarray(axis, dtype=np.float64)
-    a = a / np.linalg.norm(a)
-    th = np.deg2rad(angle_deg)
-    k = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
-    return np.eye(3) + np.sin(th) * k + (1 - np.cos(th)) * (k @ k)
+    return rotvec_to_matrix(a / np.linalg.norm(a) * np.deg2rad(angle_deg))
 
 
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
@@ -116,8 +113,8 @@ class CalibrationScene:
             build_dir = Path(self._tmp.name)
         self.model = self._build(Path(build_dir))
         self.data = mujoco.MjData(self.model)
-        self._arm = np.array([self.model.jnt_qposadr[mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT,
-                                                                           f"fr3_joint{i}")] for i in range(1, 8)])
+        self._arm = np.array([self.model.jnt_qposadr[mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, j)]
+                              for j in JOINT_NAMES])
         self._renderer = None
         self._option = mujoco.MjvOption()
         for g in range(1, 6):
@@ -129,7 +126,7 @@ class CalibrationScene:
         build_dir.mkdir(parents=True, exist_ok=True)
         tex = build_dir / "charuco_board.png"
         cv2.imwrite(str(tex), cv2.cvtColor(self.board.image(200), cv2.COLOR_GRAY2BGR))
-        spec = mj.MjSpec.from_file(str(write_fr3_wrapper(build_dir / "fr3_wrapper.xml")))
+        spec = load_fr3_spec()
         spec.visual.global_.offwidth = max(self.camera.width, 640)
         spec.visual.global_.offheight = max(self.camera.height, 480)
         spec.visual.headlight.ambient = [0.75, 0.75, 0.75]
@@ -172,7 +169,7 @@ class CalibrationScene:
 
     @staticmethod
     def tcp_in_base(q: np.ndarray) -> np.ndarray:
-        return fr3_forward_kinematics(np.asarray(q, dtype=np.float64), TCP_OFFSET)
+        return forward_kinematics(q)
 
     # ------------------------------------------------------------- render
     def set_joints(self, q: np.ndarray) -> None:
@@ -216,8 +213,4 @@ class CalibrationScene:
 
 def _quat(r: np.ndarray) -> list[float]:
     """Rotation matrix -> MuJoCo quaternion (w, x, y, z)."""
-    import mujoco
-
-    q = np.zeros(4)
-    mujoco.mju_mat2Quat(q, np.ascontiguousarray(r, dtype=np.float64).ravel())
-    return q.tolist()
+    return quat_from_matrix(r).tolist()

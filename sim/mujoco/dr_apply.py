@@ -10,25 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.mujoco.scene import ARM_BODIES, ARM_JOINTS
-
-
-def _quat_from_rotvec(v: np.ndarray) -> np.ndarray:
-    angle = float(np.linalg.norm(v))
-    if angle < 1e-12:
-        return np.array([1.0, 0.0, 0.0, 0.0])
-    return np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * v / angle])
-
-
-def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([
-        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-    ])
+from rlinf_robot.robot.franka.model import JOINT_NAMES
+from rlinf_robot.rotations import quat_from_rotvec, quat_multiply
+from sim.mujoco.scene import ARM_BODIES
 
 
 @dataclass
@@ -52,7 +36,7 @@ class Nominal:
             return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
 
         link_ids = np.array([bid(b) for b in ARM_BODIES[:8]])  # links 1-7 + hand (fingers stay)
-        dof_ids = np.array([model.jnt_dofadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in ARM_JOINTS])
+        dof_ids = np.array([model.jnt_dofadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in JOINT_NAMES])
         obj = bid("object")
         obj_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "object_geom")
         tinted = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "table")] + ([obj_geom] if obj_geom >= 0 else [])
@@ -107,9 +91,8 @@ def apply(model, nominal: Nominal, params: dict[str, np.ndarray]) -> None:
                 params["object_friction"][0]
             )
     model.cam_pos[:] = nf["cam_pos"] + params["camera_pos"]
-    dq = _quat_from_rotvec(params["camera_rot"])
-    for c in nominal.cam_ids:
-        model.cam_quat[c] = _quat_mul(dq, nf["cam_quat"][c])
+    dq = quat_from_rotvec(params["camera_rot"])
+    model.cam_quat[nominal.cam_ids] = quat_multiply(dq, nf["cam_quat"][nominal.cam_ids])
     model.light_diffuse[:] = float(params["light"])
     rgb = np.clip(nf["geom_rgba"][nominal.tinted_geoms, :3] + params["color"], 0.0, 1.0)
     model.geom_rgba[nominal.tinted_geoms, :3] = rgb

@@ -1,10 +1,12 @@
 """Build the MuJoCo model of one task: FR3 + hand (from the franky-sim wheel) + table + task objects.
 
-The scene template (assets/scene.xml) names the robot by absolute path at load time, so the meshes
-stay in the installed wheel. Then MjSpec edits what the robot file cannot say:
+The robot comes from the one FR3 loader (``rlinf_robot.robot.franka.mjcf``), which includes
+assets/scene.xml and the task's file after it, so the meshes stay in the installed wheel. Then
+MjSpec edits what the robot file cannot say:
 
-* a ``tcp`` site 0.1034 m past the hand origin (the Franka Hand fingertip centre, the EE frame the
-  safety filter and the real arm use) and a ``wrist`` camera on the hand;
+* a ``tcp`` site ``TCP_OFFSET`` past the hand origin (the Franka Hand fingertip centre, the EE frame
+  of ``rlinf_robot.robot.franka.model``, the safety filter and the real arm) and a ``wrist`` camera
+  on the hand;
 * gravity compensation on the arm bodies, as the real FR3 does internally, so a joint target held
   constant means "stay here" in sim as on the arm;
 * unless ``full_meshes``: the visual meshes are dropped and the (much coarser) collision meshes
@@ -17,12 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from rlinf_robot.paths import fr3_assets_dir
+from rlinf_robot.robot.franka.mjcf import load_fr3_spec
+from rlinf_robot.robot.franka.model import TCP_OFFSET
 
 ASSETS = Path(__file__).resolve().parent / "assets"
-TCP_OFFSET = 0.1034
 ARM_BODIES = tuple(f"fr3_link{i}" for i in range(1, 8)) + ("hand", "left_finger", "right_finger")
-ARM_JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
 #: Colours of the coarse collision meshes when they stand in for the visual ones.
 _COLLISION_RGBA = {"hand": (0.92, 0.92, 0.9, 1), "left_finger": (0.2, 0.2, 0.2, 1), "right_finger": (0.2, 0.2, 0.2, 1)}
 #: The wrist camera, in the hand frame: beside the flange, looking past the fingertips (hand +z).
@@ -39,22 +40,11 @@ def look_at_xyaxes(pos, target, right_hint) -> list[float]:
     return [*x.tolist(), *y.tolist()]
 
 
-def scene_text(task_xml: str) -> str:
-    """The scene MJCF with absolute paths filled in."""
-    fr3 = fr3_assets_dir()
-    text = (ASSETS / "scene.xml").read_text()
-    return (
-        text.replace("@FR3_XML@", str(fr3 / "fr3.xml"))
-        .replace("@MESHDIR@", str(fr3 / "meshes"))
-        .replace("@TASK_XML@", str(ASSETS / task_xml))
-    )
-
-
 def build_model(task_xml: str, full_meshes: bool = False):
     """Compile the model for ``task_xml`` (a file in assets/)."""
     import mujoco
 
-    spec = mujoco.MjSpec.from_string(scene_text(task_xml))
+    spec = load_fr3_spec([ASSETS / "scene.xml", ASSETS / task_xml])
     hand = spec.body("hand")
     hand.add_site(name="tcp", pos=[0, 0, TCP_OFFSET], size=[0.005, 0, 0], group=4)
     cam = hand.add_camera(name="wrist", pos=list(WRIST_CAMERA["pos"]), fovy=WRIST_CAMERA["fovy"])

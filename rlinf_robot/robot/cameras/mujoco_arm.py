@@ -13,8 +13,8 @@ import os
 import numpy as np
 
 from rlinf_robot.errors import MissingDependency
-from rlinf_robot.paths import fr3_assets_dir
 from rlinf_robot.robot.cameras.base import Camera
+from rlinf_robot.robot.franka.mjcf import load_fr3_spec
 
 # A headless robot PC renders offscreen through OSMesa unless told otherwise; MuJoCo picks its GL
 # backend when first imported (lazily, in ``open``), so the default is set here, before that.
@@ -48,10 +48,7 @@ class MujocoArmCamera(Camera):
             import mujoco
         except ImportError as exc:
             raise MissingDependency("mujoco", extra="sim") from exc
-        assets = fr3_assets_dir()
-        spec = mujoco.MjSpec.from_string(
-            f'<mujoco><include file="{assets / "fr3.xml"}"/><compiler meshdir="{assets / "meshes"}"/></mujoco>'
-        )
+        spec = load_fr3_spec()
         for geom in spec.geoms:
             if geom.group == _COLLISION_GROUP:
                 geom.rgba = _ARM_RGBA

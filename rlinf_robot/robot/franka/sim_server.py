@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlinf_robot.paths import fr3_mjcf_wrapper, franka_sim_venv
+from rlinf_robot.robot.franka.mjcf import write_fr3_wrapper
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +71,7 @@ class FrankaSimServer:
         if self.process is not None:
             return self
         cmd = self.command()
-        mjcf = Path(self.mjcf) if self.mjcf else fr3_mjcf_wrapper()
-        if not mjcf.exists():
-            raise FrankaSimError(f"FR3 MJCF {mjcf} not found: run `make setup`")
+        mjcf = self._mjcf()
         self._acquire_lock()
         try:
             self._wait_port_free()
@@ -147,13 +146,25 @@ class FrankaSimServer:
         """
         self.stop(release_lock=False)
         cmd = self.command()
-        env = {**_clean_env(), "FR3_MJCF": str(self.mjcf or fr3_mjcf_wrapper()), **self.env}
+        env = {**_clean_env(), "FR3_MJCF": str(self._mjcf()), **self.env}
         self._wait_port_free()
         self._spawn(cmd, env, "ab")
         if check:
             self._wait_ready()
         else:
             self._wait_port_open()
+
+    def _mjcf(self) -> Path:
+        """The model to serve: ``mjcf``, else the FR3 wrapper (written first if it is missing)."""
+        if not self.mjcf:
+            wrapper = fr3_mjcf_wrapper()
+            try:
+                return wrapper if wrapper.exists() else write_fr3_wrapper(wrapper)
+            except FileNotFoundError as e:
+                raise FrankaSimError(str(e)) from e
+        if not Path(self.mjcf).exists():
+            raise FrankaSimError(f"FR3 MJCF {self.mjcf} not found")
+        return Path(self.mjcf)
 
     def _spawn(self, cmd: list[str], env: dict[str, str], mode: str) -> None:
         # A file, not a pipe: nobody reads the server's output while it runs, and a full pipe
