@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 import sim  # noqa: E402
 
 ENV = "mujoco/fr3-reach"
+SCENE = "reach.xml"  # its scene file in sim/mujoco/assets/
 SIZES = (1, 8, 64)
 CAMERAS = ("wrist", "front")
 IMAGE = 96
@@ -51,12 +52,11 @@ def default_threads(n: int) -> int:
 
 
 def build_scene():
-    """The compiled fr3-reach scene, as the env compiles it (its servo gains aside, which change
-    no cost of ``mj_step``)."""
+    """The compiled fr3-reach scene (FR3 + table + goal marker from ``sim/mujoco/assets/reach.xml``),
+    as the env compiles it (its servo gains aside, which change no cost of ``mj_step``)."""
     from sim.mujoco.scene import build_model
-    from sim.mujoco.tasks.reach import Reach
 
-    return build_model(Reach.xml)
+    return build_model(SCENE)
 
 
 class RawBatch:
