@@ -10,8 +10,11 @@ as the pipeline's two micro-batches costs about one batch env step.
   other (``pipeline_stages=2``), env and policy in their own processes (disaggregated plan),
   observations/actions over the policy's ZeroMQ link (also measured over plain Ray calls).
 - hybrid: the issue's hybrid placement on 2 logical GPUs (env+rollout share one, an actor trains
-  on the other) running the pipelined loop, with a versioned weight sync actor -> rollout between
-  rollout epochs (its cost is included).
+  on the other) running on-policy PPO: each epoch a pipelined rollout (sampled actions, collected),
+  one real training step of the actor on it (``ActorTrainer`` with the ``ppo`` objective on the PPO
+  batch built from the rollout: old log-probs, values, GAE, normalized advantages), then a versioned
+  weight sync actor -> rollout. Reported: the rollouts alone and the whole loop (training and sync
+  included; on this CPU machine the actor's "GPU" is the same two cores, so training is not free).
 - ceiling: the same env and inference workloads (inference as the same two micro-batches) run at
   the same time for as long as a rollout takes, with no dependency between them; the ceiling is
   the slower of their two concurrent rates: the most any pipeline could get out of this machine
@@ -42,12 +45,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rlinf_robot.scheduler import Cluster, GroupSpec, NodeSpec, ResourceSpec, WorkerGroup, make_plan  # noqa: E402
 from rlinf_robot.scheduler.timeline import overlap_seconds, write_chrome_trace  # noqa: E402
 from rlinf_robot.scheduler.weight_sync import push_weights  # noqa: E402
+from rlinf_robot.scheduler.worker import Worker  # noqa: E402
 from rlinf_robot.workers.rollout import RolloutWorker  # noqa: E402
 from rlinf_robot.workers.sim_env import SimEnvWorker  # noqa: E402
 
 ENV_NAME = "mujoco/fr3-reach"
 WIDTH = 1024  # compute-bound at these batch sizes (2048-wide layers stream their weights: memory-bound)
 START_DEPTH = 4
+#: PPO of the hybrid run's actor (the PPO loop's defaults; one optimizer step per rollout epoch).
+PPO = {"lr": 3e-4, "max_grad_norm": 0.5, "clip": 0.2, "vf_coef": 0.5, "gamma": 0.99, "lam": 0.95}
 
 
 class BenchRollout(RolloutWorker):
@@ -68,16 +74,93 @@ class BenchRollout(RolloutWorker):
         return sum(p.numel() for p in self.policy.parameters())
 
 
-class BenchActor(BenchRollout):
-    """The actor of the hybrid run: owns the policy weights and changes them between epochs."""
+class _PolicyWeights:
+    """What the actor publishes: the policy without its critic, i.e. exactly the rollout policy's
+    state dict (rollouts need no values: the actor recomputes them, with the old log-probs)."""
 
-    def train_step(self) -> int:
+    def __init__(self, policy):
+        self.policy = policy
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.policy.state_dict().items() if not k.startswith("critic.")}
+
+
+class PPOActor(Worker):
+    """The actor of the hybrid run: the same MLP as the rollout worker plus a critic, trained by
+    ``ActorTrainer`` with the ``ppo`` objective, one optimizer step per collected rollout.
+
+    From a rollout (states [T+1, N, S], env-unit actions [T, N, H, A], rewards [T, N]) it builds the
+    PPO batch as ``loops/ppo_loop.py`` does: old log-probs and values from its weights (the ones the
+    rollout acted with: the driver checks the version), GAE(gamma, lambda) bootstrapped from the
+    last state, advantages normalized over the batch. The collected rollout carries no episode
+    ends; a rollout of ``steps // epochs`` ticks from a reset ends an episode only on an early
+    success (rare for this untrained policy), so ``dones`` are 0.
+    """
+
+    def __init__(self, action_spec: dict, state_dim: int, policy_kwargs: dict, seed: int = 1):
+        super().__init__()
+        self._args = (action_spec, int(state_dim), dict(policy_kwargs), int(seed))
+        self._build(policy_kwargs["hidden"])
+
+    def _build(self, hidden) -> None:
         import torch
 
-        with torch.no_grad():
-            for p in self.policy.parameters():
-                p.mul_(1.0 + 1e-4)
-        return 0
+        import policies
+        from rlinf_robot.workers.actor import ActorTrainer, TrainerConfig
+        from rlinf_robot.workers.sim_env import action_spec_from_dict
+
+        spec, state_dim, kwargs, seed = self._args
+        torch.manual_seed(seed)
+        kwargs = {**kwargs, "hidden": tuple(hidden), "value_head": True}
+        self.policy = policies.make(
+            "mlp", action_spec=action_spec_from_dict(spec), state_dim=state_dim, **kwargs
+        )
+        self.trainer = ActorTrainer(
+            self.policy,
+            "ppo",
+            TrainerConfig(lr=PPO["lr"], max_grad_norm=PPO["max_grad_norm"]),
+            {"clip": PPO["clip"], "vf_coef": PPO["vf_coef"]},
+            device=self.device,
+        )
+
+    def set_depth(self, depth: int) -> int:
+        self._build((WIDTH,) * depth)
+        return sum(p.numel() for p in self.policy.parameters())
+
+    def weights_module(self):
+        return _PolicyWeights(self.policy)
+
+    def train(self, rollout: dict) -> dict[str, float]:
+        import torch
+
+        from rlinf_robot.algorithms.ppo import compute_gae, normalize_advantages
+
+        with self.timeline.span("train"):
+            states = torch.as_tensor(rollout["states"])  # [T+1, N, S]
+            T, N = rollout["rewards"].shape
+            obs = {"state": states[:-1].reshape(T * N, -1)}
+            raw = self.policy.normalize_actions(rollout["actions"]).reshape(
+                T * N, *rollout["actions"].shape[2:]
+            )
+            with torch.no_grad():
+                old = self.policy({"obs": obs, "raw_actions": raw})
+                next_value = self.policy.value({"state": states[-1]})
+            values = old["value"].reshape(T, N)
+            rewards = torch.as_tensor(rollout["rewards"], dtype=torch.float32)
+            adv, returns = compute_gae(
+                rewards, values, torch.zeros_like(rewards), next_value, PPO["gamma"], PPO["lam"]
+            )
+            batch = {
+                "obs": obs,
+                "raw_actions": raw,
+                "log_prob": old["log_prob"],
+                "value": old["value"],
+                "advantages": normalize_advantages(adv.flatten()),
+                "returns": returns.flatten(),
+            }
+            stats = self.trainer.train_step(batch)
+            self.policy.update_obs_norm(states.reshape(-1, states.shape[-1]))  # as the PPO loop does
+        return stats
 
 
 class Setup:
@@ -114,7 +197,7 @@ class Setup:
             policy_kwargs={"hidden": (WIDTH,) * depth, "value_head": False},
         )
         self.policy = self._launch(BenchRollout, f"rollout_{tag}", pol)
-        self.actor = self._launch(BenchActor, f"actor_{tag}", {**pol, "seed": 1}) if actor else None
+        self.actor = self._launch(PPOActor, f"actor_{tag}", {**pol, "seed": 1}) if actor else None
         self.obs = self.env.call_rank(0, "reset").wait_one(60)
         self.version = 0
         self.cpu_ms: dict[str, list[float]] = {"link1": [], "link2": [], "ray2": [], "ceiling": []}
@@ -130,25 +213,49 @@ class Setup:
     def set_depth(self, depth: int) -> None:
         for g in self.groups[1:]:
             g.call("set_depth", depth).wait(120)
+        if self.actor is not None:  # the rollout acts with the actor's (rebuilt) weights
+            self.sync()
 
-    def rollout(self, steps: int, stages: int, transport: str = "link") -> dict:
+    def rollout(self, steps: int, stages: int, transport: str = "link", **kw) -> dict:
         cpu0 = self._cpu()
         out = self.env.call_rank(
-            0, "rollout", self.policy.actors[0], steps, stages, transport=transport
+            0, "rollout", self.policy.actors[0], steps, stages, transport=transport, **kw
         ).wait_one(600)
         self.cpu_ms[f"{transport}{stages}"].append(1e3 * (self._cpu() - cpu0).sum() / steps)
-        return {"sps": out["env_steps"] / out["seconds"], "versions": out["versions"]}
+        return {**out, "sps": out["env_steps"] / out["seconds"]}
 
-    def hybrid(self, steps: int, epochs: int) -> float:
-        """Pipelined rollout epochs with a weight sync (actor -> rollout) before each; steps/s overall."""
+    def sync(self) -> float:
+        """Weight sync actor -> rollout as the next version; returns its seconds."""
+        t = time.perf_counter()
+        self.version += 1
+        assert push_weights(self.actor, self.policy, self.version) == [self.version]
+        return time.perf_counter() - t
+
+    def hybrid(self, steps: int, epochs: int) -> dict[str, float]:
+        """On-policy PPO epochs: a pipelined rollout (sampled actions, collected), one PPO training
+        step on the actor from it, a weight sync actor -> rollout. Env-steps/s of the whole loop and
+        of its rollouts alone, and seconds per epoch of each part."""
+        per = steps // epochs
+        spent = {"rollout": 0.0, "train": 0.0, "sync": 0.0}
         t0 = time.perf_counter()
         for _ in range(epochs):
-            self.actor.call_rank(0, "train_step").wait_one(60)
-            self.version += 1
-            assert push_weights(self.actor, self.policy, self.version) == [self.version]
-            out = self.rollout(steps // epochs, 2)
+            t = time.perf_counter()
+            out = self.rollout(per, 2, collect=True, deterministic=False)
+            spent["rollout"] += time.perf_counter() - t
             assert (out["versions"] == self.version).all(), "a rollout step used stale weights"
-        return epochs * (steps // epochs) * self.num_envs / (time.perf_counter() - t0)
+            t = time.perf_counter()
+            data = {k: out[k] for k in ("states", "actions", "rewards")}
+            stats = self.actor.call_rank(0, "train", data).wait_one(600)
+            spent["train"] += time.perf_counter() - t
+            spent["sync"] += self.sync()
+        env_steps = epochs * per * self.num_envs
+        return {
+            "sps": env_steps / (time.perf_counter() - t0),
+            "rollout_sps": env_steps / spent["rollout"],
+            **{f"{k}_s": v / epochs for k, v in spent.items()},
+            "batch": per * self.num_envs,
+            "loss": stats["loss"],
+        }
 
     def ceiling(self, seconds: float) -> float:
         """Env and inference workloads at once for ``seconds``, no dependency between them: the
@@ -234,6 +341,7 @@ def main() -> int:
         for st in setups.values():  # warm up, then forget the warm-up's CPU time
             st.rollout(3, 2)
             st.cpu_ms = {k: [] for k in st.cpu_ms}
+        setups["hyb"].hybrid(3, 1)
         env_solo, inf_solo, inf_half = off.solo(1.5)
         print(
             f"balanced: MLP {depth}x{WIDTH}; alone: env step {env_solo:.1f} ms, inference {inf_half:.1f} ms "
@@ -241,6 +349,7 @@ def main() -> int:
         )
         keys = ("seq", "pipe", "ceil", "pipe_ray", "pin_pipe", "pin_ceil", "hybrid")
         rows: dict[str, list[float]] = {k: [] for k in keys}
+        hybrids: list[dict[str, float]] = []
         ratios, pin_ratios, speedups, ceilings = [], [], [], []
         for r in range(args.rounds):
             # Pipelined and ceiling in A-B-B-A order: a load change during the round hits both alike.
@@ -254,7 +363,8 @@ def main() -> int:
             rows["pipe_ray"].append(off.rollout(args.steps, 2, transport="ray")["sps"])
             rows["pin_pipe"].append(pin.rollout(args.steps, 2)["sps"])
             rows["pin_ceil"].append(pin.ceiling(window))
-            rows["hybrid"].append(setups["hyb"].hybrid(args.steps, epochs=3))
+            hybrids.append(setups["hyb"].hybrid(args.steps, epochs=3))
+            rows["hybrid"].append(hybrids[-1]["sps"])
             ratios.append((p1["sps"] + p2["sps"]) / (c1 + c2))
             # Speedups against the same round's sequential run (pairs cancel slow load drifts).
             speedups.append((p1["sps"] + p2["sps"]) / 2 / rows["seq"][-1])
@@ -284,9 +394,14 @@ def main() -> int:
         f"inferring in 2 micro-batches costs {inf_half / inf_solo - 1:+.0%} vs one batch"
     )
     print("median env-steps/s: " + ", ".join(f"{k} {v:.0f}" for k, v in med.items()))
+    hyb = {k: statistics.median(h[k] for h in hybrids) for k in hybrids[0]}
     print(
-        f"pipelined speedup {speedup:.2f}x, ceiling {ceiling:.2f}x, hybrid {med['hybrid'] / med['seq']:.2f}x "
-        f"(incl. a weight sync every {args.steps // 3} steps)"
+        f"pipelined speedup {speedup:.2f}x, ceiling {ceiling:.2f}x; hybrid: rollouts {hyb['rollout_sps']:.0f} "
+        f"env-steps/s ({hyb['rollout_sps'] / med['seq']:.2f}x), the whole loop {med['hybrid']:.0f} "
+        f"({med['hybrid'] / med['seq']:.2f}x) with, every {args.steps // 3} steps, one PPO training step on "
+        f"{hyb['batch']:.0f} samples ({1e3 * hyb['train_s']:.0f} ms incl. the batch's transfer and old "
+        f"log-probs/values) and a weight sync ({1e3 * hyb['sync_s']:.0f} ms); rollout "
+        f"{1e3 * hyb['rollout_s']:.0f} ms per epoch; last PPO loss {hybrids[-1]['loss']:.3f}"
     )
     print(
         f"per-round ratio pipelined/ceiling: {', '.join(f'{x:.2f}' for x in ratios)} (median "
