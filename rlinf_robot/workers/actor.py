@@ -1,9 +1,10 @@
 """The learner: ``ActorTrainer`` (one training step under torch.distributed) and ``ActorWorker``
 (the same trainer as a scheduler ``Worker``, one Ray actor per rank).
 
-Each rank holds a full copy of the policy before wrapping (same seed everywhere), then:
+Each rank holds a full copy of the policy before wrapping (same seed everywhere), then a
+``TrainStrategy`` from the registry in ``workers.distributed`` (``trainer.strategy`` names it):
   ``fsdp``  FSDP2 ``fully_shard`` (each transformer block from ``_no_split_modules``, then the root);
-  ``ddp``   replicas + one flat gradient all-reduce per step;   ``none``  a single process.
+  ``ddp``   replicas under torch's ``DistributedDataParallel``;   ``none``  a single process.
 A step takes this rank's shard of the global batch, splits it into micro-batches, accumulates
 gradients with the collective sync only on the last micro-batch, clips and steps. Every micro-batch
 loss is weighted by its share of the shard, so N ranks x M micro-batches give the gradient of the
@@ -15,7 +16,6 @@ tensors, so any world size can resume) plus ``trainer.json`` (step, optimizer hy
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from collections.abc import Callable
@@ -30,8 +30,7 @@ from torch import Tensor, nn
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.scheduler.worker import Worker
 from rlinf_robot.workers.checkpoint import flatten_optimizer, unflatten_optimizer
-
-STRATEGIES = ("auto", "fsdp", "ddp", "none")
+from rlinf_robot.workers.distributed import TrainStrategy, get_strategy
 
 
 @dataclass
@@ -40,11 +39,11 @@ class TrainerConfig:
     weight_decay: float = 0.0
     max_grad_norm: float | None = 1.0
     micro_batch_size: int | None = None  # None: the whole shard at once
-    strategy: str = "auto"  # auto: fsdp when world_size > 1, else none
+    strategy: str = "auto"  # a registered TrainStrategy; auto: fsdp when world_size > 1, else none
 
     def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(f"trainer.strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.strategy != "auto":
+            get_strategy(self.strategy)  # unknown name: ConfigError listing the known ones
         if self.micro_batch_size is not None and self.micro_batch_size < 1:
             raise ConfigError(f"trainer.micro_batch_size must be >= 1, got {self.micro_batch_size}")
         if not self.lr > 0:
@@ -79,56 +78,12 @@ def shard_batch(batch: dict, rank: int, world_size: int) -> dict:
     return slice_batch(batch, slice(rank * n, (rank + 1) * n))
 
 
-# ------------------------------------------------------------------ wrapping
-def _no_split_classes(module: nn.Module) -> set[str]:
-    names: set[str] = set()
-    for m in module.modules():
-        names |= set(getattr(m, "_no_split_modules", None) or ())
-    return names
-
-
-def _wrap_fsdp(policy: nn.Module, device: str) -> nn.Module:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    mesh = init_device_mesh(device, (dist.get_world_size(),))
-    blocks = _no_split_classes(policy)
-    for m in list(policy.modules()):
-        if m is not policy and type(m).__name__ in blocks:
-            fully_shard(m, mesh=mesh)
-    fully_shard(policy, mesh=mesh)
-    return policy
-
-
-def _wrap_ddp(policy: nn.Module, device: str) -> nn.Module:
-    """Replicated data parallel: parameters broadcast from rank 0 once; gradients are averaged by one
-    flat all-reduce after accumulation (``_allreduce_grads``). torch's DDP wrapper is not used because
-    it needs every tensor ``forward`` returns to feed the loss, and a policy returns mean, log-prob,
-    entropy and value whether the objective uses them or not."""
-    with torch.no_grad():
-        for t in [*policy.parameters(), *policy.buffers()]:
-            dist.broadcast(t, src=0)
-    return policy
-
-
-def _allreduce_grads(params: list[nn.Parameter], world_size: int) -> None:
-    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
-
-    grads = []
-    for p in params:
-        if p.grad is None:  # unused by this objective on this step: a zero gradient everywhere
-            p.grad = torch.zeros_like(p)
-        grads.append(p.grad)
-    flat = _flatten_dense_tensors(grads)
-    dist.all_reduce(flat)
-    flat /= world_size
-    for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
-        g.copy_(synced)
-
-
+# ------------------------------------------------------------------ trainer
 class _PolicyView:
     """What an objective sees: calling it runs the (wrapped) module, so gradients sync; attributes
-    (``normalize_actions``, ``raw_from_normalized``, ...) come from the policy itself."""
+    (``normalize_actions``, ``raw_from_normalized``, ...) come from the policy itself (a method that
+    runs parameters, such as ``value``, bypasses the wrapper: compute what you backprop through in
+    the one call)."""
 
     def __init__(self, wrapped: nn.Module, policy: nn.Module):
         self._wrapped, self._policy = wrapped, policy
@@ -140,9 +95,12 @@ class _PolicyView:
         return getattr(self._policy, name)
 
 
-# ------------------------------------------------------------------ trainer
 class ActorTrainer:
-    """``trainer.train_step(shard)`` minimises ``objective(policy, micro_batch, **objective_cfg)``."""
+    """``trainer.train_step(shard)`` minimises ``objective(policy, micro_batch, **objective_cfg)``.
+
+    ``strategy`` is the resolved strategy's name (``"auto"`` becomes ``"fsdp"`` or ``"none"``),
+    ``parallel`` the ``TrainStrategy`` object, ``module`` what it wrapped the policy into.
+    """
 
     def __init__(
         self,
@@ -160,26 +118,19 @@ class ActorTrainer:
         self.distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
         self.rank = dist.get_rank() if self.distributed else 0
         self.world_size = dist.get_world_size() if self.distributed else 1
-        strategy = self.cfg.strategy
-        if strategy == "auto":
-            strategy = "fsdp" if self.distributed else "none"
-        if strategy != "none" and not self.distributed:
-            raise ConfigError(f"trainer.strategy={strategy!r} needs an initialized process group of > 1 rank")
-        self.strategy = strategy
+        name = self.cfg.strategy
+        if name == "auto":
+            name = "fsdp" if self.distributed else "none"
+        self.parallel: TrainStrategy = get_strategy(name)
+        if self.parallel.needs_process_group and not self.distributed:
+            raise ConfigError(f"trainer.strategy={name!r} needs an initialized process group of > 1 rank")
+        self.strategy = name
         self.policy = policy.to(device)
-        self.module = {"fsdp": _wrap_fsdp, "ddp": _wrap_ddp}.get(strategy, lambda m, d: m)(
-            self.policy, device
-        )
+        self.module = self.parallel.wrap(self.policy, device)
         self.view = _PolicyView(self.module, self.policy)
         self._params = [p for p in self.module.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self._params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self.step = 0
-
-    def _sync_context(self, sync: bool):
-        """FSDP2 reduce-scatters only on the last micro-batch; replicated DDP syncs after the loop."""
-        if self.strategy == "fsdp":
-            self.module.set_requires_gradient_sync(sync)
-        return contextlib.nullcontext()
 
     def train_step(self, shard: dict) -> dict[str, float]:
         """One optimizer step on this rank's shard (the same size on every rank)."""
@@ -191,13 +142,11 @@ class ActorTrainer:
         for i in range(n_micro):
             sl = slice(i * mb, min((i + 1) * mb, B))
             weight = (sl.stop - sl.start) / B
-            with self._sync_context(sync=i == n_micro - 1):
+            with self.parallel.sync_context(self.module, sync=i == n_micro - 1):
                 loss, stats = self.objective(self.view, slice_batch(shard, sl), **self.objective_cfg)
                 (loss * weight).backward()
             for k, v in {"loss": loss, **stats}.items():
                 totals[k] = totals.get(k, 0.0) + weight * float(v.detach() if isinstance(v, Tensor) else v)
-        if self.strategy == "ddp":
-            _allreduce_grads(self._params, self.world_size)
         if self.cfg.max_grad_norm is not None:
             norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.cfg.max_grad_norm)
             totals["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
@@ -214,11 +163,9 @@ class ActorTrainer:
 
     # -------------------------------------------------------------- checkpoints
     def full_state(self) -> tuple[dict[str, Tensor], dict]:
-        """Unsharded model and optimizer state dicts on CPU (a collective under FSDP)."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-
-        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_state_dict(self.module, self.optimizer, options=opts)
+        """Unsharded model and optimizer state dicts on CPU, on rank 0 (other ranks get empty dicts;
+        a collective under FSDP: every rank calls it)."""
+        return self.parallel.full_state(self.module, self.optimizer)
 
     def save_checkpoint(self, path: str | Path) -> None:
         """Every rank calls it; rank 0 writes. Atomic: files go to ``path.tmp`` then rename."""
@@ -272,7 +219,8 @@ class ActorTrainer:
         )
         # ...and torch fills such parameters with a zero state at step 1, which would change their
         # first Adam update (bias correction): drop it, as if never stepped, like before the save.
-        for name, p in self.module.named_parameters():
+        # (The policy's names: a DDP wrapper would prefix them with "module.".)
+        for name, p in self.policy.named_parameters():
             if name not in optim_sd["state"]:
                 self.optimizer.state.pop(p, None)
         self.step = int(meta["step"])
@@ -287,7 +235,7 @@ class _FullWeights:
         self.cached: dict[str, Tensor] | None = None
 
     def state_dict(self) -> dict[str, Tensor]:
-        if self.trainer.strategy == "fsdp":
+        if self.trainer.parallel.sharded:
             if self.cached is None:
                 raise RuntimeError("call gather_weights() on every actor rank before publishing FSDP weights")
             return self.cached
@@ -342,8 +290,9 @@ class ActorWorker(Worker):
                 device=self.device,
             )
             self._weights = _FullWeights(self.trainer)
-            if self.trainer.strategy != "fsdp":  # DTensor shards are not moved by the generic offload hook
-                self.register_offload(model=self.trainer.policy, optim=self.trainer.optimizer)
+            self.register_offload(
+                **self.trainer.parallel.offload_targets(self.trainer.policy, self.trainer.optimizer)
+            )
         t = self.trainer
         return {"rank": t.rank, "world_size": t.world_size, "strategy": t.strategy, "step": t.step}
 
@@ -363,14 +312,15 @@ class ActorWorker(Worker):
         return self.trainer.step
 
     def gather_weights(self) -> int:
-        """Collective: refresh the unsharded copy that ``publish_weights`` sends (FSDP)."""
+        """Collective: refresh the unsharded copy that ``publish_weights`` sends (sharded strategies;
+        a replicated policy is read directly)."""
         self.setup()
-        if self.trainer.strategy == "fsdp":
+        if self.trainer.parallel.sharded:
             self._weights.cached = self.trainer.full_state()[0]
         return self.trainer.step
 
     def full_state_dict(self) -> dict[str, Tensor]:
-        """Collective: the unsharded model weights (every rank returns them)."""
+        """Collective: the unsharded model weights on rank 0 (the other ranks return an empty dict)."""
         self.setup()
         return self.trainer.full_state()[0]
 

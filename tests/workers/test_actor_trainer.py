@@ -1,5 +1,9 @@
 """ActorTrainer under torch.distributed (gloo, 2 ranks on 127.0.0.1): FSDP2 and DDP give the 1-rank
-result on the same global batch, with gradient accumulation; checkpoints resume exactly."""
+result on the same global batch, with gradient accumulation, for behaviour cloning and for the RL
+objectives (PPO, GRPO, decoupled PPO); DDP syncs once per step; checkpoints resume exactly.
+
+One ``spawn`` runs every distributed case (a module fixture), the 1-rank references run here.
+"""
 
 from pathlib import Path
 
@@ -17,6 +21,7 @@ from rlinf_robot.workers.distributed import spawn
 SPEC = ActionSpec("ee_delta", (6,), np.full(6, -0.02, np.float32), np.full(6, 0.02, np.float32), 20.0)
 OBS = ObsSpec((5,), {"front": (32, 32, 3)})
 B, STEPS = 16, 3
+STRATEGIES = ("fsdp", "ddp")
 
 
 def make_policy():
@@ -54,27 +59,129 @@ def make_trainer(micro, strategy="none"):
     return ActorTrainer(make_policy(), "sft", cfg, objective_cfg={"kind": "mse"})
 
 
-def _rank_main(rank: int, world: int, out_dir: str) -> None:
-    """Runs in each spawned rank: FSDP2 then DDP on the same global batches."""
+# ------------------------------------------------------------------ RL objectives
+def make_mlp():
+    torch.manual_seed(0)
+    return policies.make("mlp", action_spec=SPEC, state_dim=5, hidden=(16, 16), chunk_size=2)
+
+
+#: objective -> (policy maker, objective config). The MLP's value head is unused by decoupled PPO
+#: and the tiny VLA's by GRPO: DDP must still reduce (find_unused_parameters).
+RL = {
+    "ppo": (make_mlp, {"clip": 0.2, "vf_coef": 0.5, "ent_coef": 0.01, "value_clip": 0.2}),
+    "decoupled_ppo": (make_mlp, {"clip": 0.2, "rho_max": 1.0}),
+    "grpo": (make_policy, {"clip": 0.2, "kl_coef": 0.1}),
+}
+RL_STEPS = 2
+
+
+def rl_batches(objective: str) -> list[dict]:
+    """Global batches sampled from the initial policy, with old / behaviour / reference log-probs
+    perturbed so ratios spread over the clip range and importance weights get truncated."""
+    make, _ = RL[objective]
+    policy = make()
+    out = []
+    for step in range(RL_STEPS):
+        obs = global_batch(step)["obs"]
+        g = torch.Generator().manual_seed(300 + step)
+        torch.manual_seed(400 + step)  # the policy samples with the global generator
+        with torch.no_grad():
+            pred = policy.predict_action_batch(obs)
+
+        def near(x, scale=0.3, g=g):
+            return x + scale * torch.randn(x.shape, generator=g)
+
+        adv = torch.randn(B, generator=g)
+        batch = {"obs": obs, "raw_actions": pred.raw_actions, "advantages": (adv - adv.mean()) / adv.std()}
+        if objective == "ppo":
+            batch.update(
+                log_prob=near(pred.log_prob), returns=near(pred.value, 1.0), value=near(pred.value, 0.1)
+            )
+        elif objective == "decoupled_ppo":
+            batch.update(proximal_log_prob=near(pred.log_prob), behaviour_log_prob=near(pred.log_prob))
+        else:
+            batch.update(log_prob=near(pred.log_prob), ref_log_prob=near(pred.log_prob))
+        out.append(batch)
+    return out
+
+
+def make_rl_trainer(objective: str, micro, strategy="none", objective_fn=None):
+    make, cfg = RL[objective]
+    tcfg = TrainerConfig(lr=1e-2, micro_batch_size=micro, strategy=strategy, max_grad_norm=0.5)
+    return ActorTrainer(make(), objective_fn or objective, tcfg, objective_cfg=cfg)
+
+
+class _CountingObjective:
+    """The real objective, counting the micro-batches it has seen (the DDP sync check reads it)."""
+
+    def __init__(self, name: str):
+        from rlinf_robot.algorithms import get_objective
+
+        self.fn, self.calls = get_objective(name), 0
+
+    def __call__(self, policy, batch, **cfg):
+        self.calls += 1
+        return self.fn(policy, batch, **cfg)
+
+
+# ------------------------------------------------------------------ the distributed run
+def _save_weights(trainer: ActorTrainer, rank: int, out: Path, tag: str) -> None:
+    """Rank 0 writes the gathered full state; under DDP every rank also writes its own replica."""
+    model_sd, _ = trainer.full_state()
+    if rank == 0:
+        save_file({k: v.contiguous() for k, v in model_sd.items()}, str(out / f"{tag}.safetensors"))
+    if not trainer.parallel.sharded:
+        local = {k: v.detach().clone().contiguous() for k, v in trainer.policy.state_dict().items()}
+        save_file(local, str(out / f"{tag}_rank{rank}.safetensors"))
+
+
+def _rank_main(rank: int, world: int, out_dir: str, rl: dict) -> None:
+    """Runs in each spawned rank: behaviour cloning, then the RL objectives, under FSDP2 and DDP."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
     torch.set_num_threads(1)
     out = Path(out_dir)
-    for strategy in ("fsdp", "ddp"):
+    for strategy in STRATEGIES:
         trainer = make_trainer(micro=4, strategy=strategy)  # 8 rows per rank -> 2 micro-batches
         losses = []
         for step in range(STEPS):
             losses.append(trainer.train_step(shard_batch(global_batch(step), rank, world))["loss"])
-            if step == 1 and strategy == "fsdp":
-                trainer.save_checkpoint(out / "ckpt")
-        model_sd, _ = trainer.full_state()
+            if step == 1:
+                trainer.save_checkpoint(out / f"ckpt_{strategy}")
+        _save_weights(trainer, rank, out, strategy)
         if rank == 0:
-            save_file({k: v.contiguous() for k, v in model_sd.items()}, str(out / f"{strategy}.safetensors"))
             (out / f"{strategy}_losses.txt").write_text(" ".join(map(str, losses)))
+
+        for objective, batches in rl.items():
+            counting = _CountingObjective(objective)
+            trainer = make_rl_trainer(objective, micro=4, strategy=strategy, objective_fn=counting)
+            syncs: list[int] = []  # the micro-batch count at each DDP gradient all-reduce
+            if strategy == "ddp":
+
+                def hook(state, bucket, counting=counting, syncs=syncs):
+                    syncs.append(counting.calls)
+                    return allreduce_hook(state, bucket)
+
+                trainer.module.register_comm_hook(None, hook)
+            stats = [trainer.train_step(shard_batch(b, rank, world)) for b in batches]
+            tag = f"{objective}_{strategy}"
+            _save_weights(trainer, rank, out, tag)
+            rows = [[s["loss"], s["grad_norm"]] for s in stats]
+            np.savetxt(out / f"{tag}_stats_rank{rank}.txt", rows)
+            if strategy == "ddp":
+                np.savetxt(out / f"{tag}_syncs_rank{rank}.txt", syncs, fmt="%d")
 
 
 @pytest.fixture(scope="module")
-def two_rank_run(tmp_path_factory):
+def rl_data():
+    torch.set_num_threads(1)
+    return {name: rl_batches(name) for name in RL}
+
+
+@pytest.fixture(scope="module")
+def two_rank_run(tmp_path_factory, rl_data):
     out = tmp_path_factory.mktemp("dist")
-    spawn(_rank_main, 2, str(out), timeout_s=240)
+    spawn(_rank_main, 2, str(out), rl_data, timeout_s=480)
     return out
 
 
@@ -90,19 +197,86 @@ def reference():
     return losses, states
 
 
+def _ranks_weights(run: Path, tag: str) -> dict[str, dict]:
+    """rank 0's gathered full state, plus each DDP replica as its rank holds it."""
+    files = {"full": run / f"{tag}.safetensors"} | {
+        f"rank{r}": run / f"{tag}_rank{r}.safetensors"
+        for r in (0, 1)
+        if (run / f"{tag}_rank{r}.safetensors").exists()
+    }
+    return {who: load_file(str(f)) for who, f in files.items()}
+
+
+def _assert_weights_equal(got: dict, want: dict, start: dict, who: str) -> None:
+    assert got.keys() == {k for k in want if not k.startswith("_act")}, who
+    moved = max((want[k] - start[k]).abs().max().item() for k in got)
+    assert moved > 1e-3, who  # training really changed the weights
+    for k, v in got.items():
+        torch.testing.assert_close(v, want[k], atol=2e-5, rtol=1e-4, msg=f"{who}: {k}")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["fsdp", "ddp"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_two_ranks_equal_one_rank(two_rank_run, reference, strategy):
     losses, states = reference
-    got = load_file(str(two_rank_run / f"{strategy}.safetensors"))
-    final = states[-1]
-    assert got.keys() == {k for k in final if not k.startswith("_act")}
-    moved = max((final[k] - states[0][k]).abs().max().item() for k in got)
-    assert moved > 1e-3  # training really changed the weights
-    for k, v in got.items():
-        torch.testing.assert_close(v, final[k], atol=2e-5, rtol=1e-4, msg=k)
+    weights = _ranks_weights(two_rank_run, strategy)
+    assert len(weights) == (3 if strategy == "ddp" else 1)
+    for who, got in weights.items():
+        _assert_weights_equal(got, states[-1], states[0], f"{strategy} {who}")
     dist_losses = [float(x) for x in (two_rank_run / f"{strategy}_losses.txt").read_text().split()]
     np.testing.assert_allclose(dist_losses, losses, rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def rl_reference(rl_data):
+    """One process per objective, each global batch whole: (per-step [loss, grad_norm], start, final)."""
+    torch.set_num_threads(1)
+    out = {}
+    for objective, batches in rl_data.items():
+        trainer = make_rl_trainer(objective, micro=None)
+        start = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+        stats = [trainer.train_step(b) for b in batches]
+        # the batches exercise the clipping and the truncation, not only the plain ratio
+        if "clip_fraction" in stats[0]:
+            assert all(0 < s["clip_fraction"] < 1 for s in stats), stats
+        if "mean_is_weight" in stats[0]:
+            assert all(s["mean_is_weight"] < 0.95 for s in stats), stats
+        out[objective] = ([[s["loss"], s["grad_norm"]] for s in stats], start, trainer.policy.state_dict())
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("objective", sorted(RL))
+def test_rl_objective_two_ranks_equal_one_rank(two_rank_run, rl_reference, objective, strategy):
+    """After RL_STEPS steps on the same global batches, every rank holds the 1-rank weights and
+    reports the 1-rank loss and pre-clip gradient norm. Unsynced gradients leave each rank with its
+    own shard's Adam steps (the weights differ by ~lr); summed instead of averaged ones double the
+    gradient norm (Adam alone would hide a scale)."""
+    want_stats, start, final = rl_reference[objective]
+    tag = f"{objective}_{strategy}"
+    weights = _ranks_weights(two_rank_run, tag)
+    assert len(weights) == (3 if strategy == "ddp" else 1)
+    for who, got in weights.items():
+        _assert_weights_equal(got, final, start, f"{tag} {who}")
+    for rank in (0, 1):
+        got_stats = np.loadtxt(two_rank_run / f"{tag}_stats_rank{rank}.txt", ndmin=2)
+        np.testing.assert_allclose(
+            got_stats, want_stats, rtol=1e-4, err_msg=f"{tag} rank {rank}: [loss, grad_norm]"
+        )
+    assert np.asarray(want_stats)[:, 1].min() > 0.05  # the gradients are not trivially small
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", sorted(RL))
+def test_ddp_syncs_only_on_the_last_micro_batch(two_rank_run, objective):
+    """Each rank's shard is 2 micro-batches: every gradient all-reduce (DDP comm hook) runs during
+    the second one's backward, i.e. after 2, 4, ... objective calls, never after an odd count."""
+    for rank in (0, 1):
+        syncs = np.loadtxt(two_rank_run / f"{objective}_ddp_syncs_rank{rank}.txt", dtype=int, ndmin=1)
+        per_step = len(syncs) // RL_STEPS
+        assert per_step >= 1 and len(syncs) == per_step * RL_STEPS
+        assert syncs.tolist() == [2 * (s + 1) for s in range(RL_STEPS) for _ in range(per_step)]
 
 
 def test_gradient_accumulation_equals_full_batch(reference):
@@ -115,10 +289,11 @@ def test_gradient_accumulation_equals_full_batch(reference):
 
 
 @pytest.mark.slow
-def test_checkpoint_from_two_ranks_resumes_on_one(two_rank_run, reference):
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_checkpoint_from_two_ranks_resumes_on_one(two_rank_run, reference, strategy):
     losses, states = reference
     trainer = make_trainer(micro=None)
-    trainer.load_checkpoint(two_rank_run / "ckpt")
+    trainer.load_checkpoint(two_rank_run / f"ckpt_{strategy}")
     assert trainer.step == 2
     for k, v in trainer.policy.state_dict().items():
         torch.testing.assert_close(v, states[1][k], atol=2e-5, rtol=1e-4, msg=k)
@@ -153,5 +328,9 @@ def test_checkpoint_round_trip_single_process(tmp_path):
 def test_strategy_needs_a_process_group():
     with pytest.raises(ConfigError, match="process group"):
         make_trainer(micro=None, strategy="fsdp")
-    with pytest.raises(ConfigError, match="strategy"):
+    with pytest.raises(
+        ConfigError, match=r"strategy 'zero3' unknown; known: \['auto', 'ddp', 'fsdp', 'none'\]"
+    ):
         TrainerConfig(strategy="zero3")
+    trainer = make_trainer(micro=None)  # auto, one process
+    assert trainer.strategy == "none" and trainer.parallel.name == "none" and trainer.module is trainer.policy
