@@ -27,8 +27,9 @@ import numpy as np
 
 from calibration.replay import Recording
 from rlinf_robot.errors import ConfigError, SafetyViolation
+from rlinf_robot.robot.franka.model import tcp_position
 from rlinf_robot.robot.sched import keep_scheduling
-from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+from rlinf_robot.safety import SafetyLimits
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ def _check(path: np.ndarray, vel: np.ndarray, limits: SafetyLimits, box_margin: 
     if np.any(np.abs(vel) > vmax + 1e-9):
         raise SafetyViolation("excitation exceeds the joint velocity budget")
     lo, hi = limits.workspace_min + box_margin, limits.workspace_max - box_margin
-    tcp = fr3_forward_kinematics(path[::10], limits.tcp_offset)[:, :3, 3]
+    tcp = tcp_position(path[::10], limits.tcp_offset)
     outside = np.any((tcp < lo) | (tcp > hi), axis=1)
     if np.any(outside):
         k = int(np.argmax(outside))
@@ -162,7 +163,7 @@ class MotionGuard:
         if np.any(q < self.q_lo) or np.any(q > self.q_hi):
             j = int(np.argmax(np.maximum(self.q_lo - q, q - self.q_hi)))
             return f"joint {j + 1} at {q[j]:.3f} rad, outside [{self.q_lo[j]:.3f}, {self.q_hi[j]:.3f}]"
-        tcp = fr3_forward_kinematics(q, self.limits.tcp_offset)[:3, 3]
+        tcp = tcp_position(q, self.limits.tcp_offset)
         if np.any(tcp < self.limits.workspace_min) or np.any(tcp > self.limits.workspace_max):
             return f"TCP at {np.round(tcp, 3).tolist()} left the workspace box"
         return None

@@ -19,38 +19,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibration.scene import look_at, rot
-from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+from rlinf_robot.robot.franka.model import forward_kinematics, solve_ik, tcp_position
+from rlinf_robot.safety import SafetyLimits
 
 
-def _rotvec(r: np.ndarray) -> np.ndarray:
-    angle = np.arccos(np.clip((np.trace(r) - 1) / 2, -1.0, 1.0))
-    if angle < 1e-9:
-        return np.zeros(3)
-    w = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
-    if np.pi - angle < 1e-6:  # 180 deg: axis from the symmetric part
-        axis = np.sqrt(np.clip((np.diag(r) + 1) / 2, 0, None))
-        return axis * angle
-    return w / (2 * np.sin(angle)) * angle
+def joints_for(target: np.ndarray, seed: np.ndarray, limits: SafetyLimits) -> np.ndarray | None:
+    """Joints near ``seed`` putting the TCP at ``target`` (4x4) inside the safe joint range, or None.
 
-
-def ik(target: np.ndarray, seed: np.ndarray, limits: SafetyLimits, iters: int = 200, tol: float = 1e-5):
-    """Damped least squares on the FR3 FK (TCP frame); None when it does not converge in range."""
-    q = np.asarray(seed, dtype=np.float64).copy()
-    lo, hi = limits.q_lo, limits.q_hi
-    eps = 1e-6
-    for _ in range(iters):
-        t = fr3_forward_kinematics(q, limits.tcp_offset)
-        err = np.concatenate([target[:3, 3] - t[:3, 3], _rotvec(target[:3, :3] @ t[:3, :3].T)])
-        if np.linalg.norm(err[:3]) < tol and np.linalg.norm(err[3:]) < 10 * tol:
-            return q
-        probes = fr3_forward_kinematics(q + eps * np.eye(7), limits.tcp_offset)
-        jac = np.zeros((6, 7))
-        jac[:3] = ((probes[:, :3, 3] - t[:3, 3]) / eps).T
-        for j in range(7):
-            jac[3:, j] = _rotvec(probes[j, :3, :3] @ t[:3, :3].T) / eps
-        step = jac.T @ np.linalg.solve(jac @ jac.T + 1e-4 * np.eye(6), err)
-        q = np.clip(q + np.clip(step, -0.2, 0.2), lo, hi)
-    return None
+    The FR3 model's solver, set up for far targets: each iteration moves a joint at most 0.2 rad
+    and the damping is higher (0.01), so a viewpoint a few decimetres away is approached along one
+    IK branch instead of jumping across the workspace.
+    """
+    r = solve_ik(target, seed, limits.tcp_offset, limits.q_lo, limits.q_hi, damping=1e-2, max_iter=200, max_step=0.2)
+    return r.q if r.converged else None
 
 
 @dataclass(frozen=True)
@@ -76,12 +57,12 @@ def path_is_safe(q_from: np.ndarray, q_to: np.ndarray, limits: SafetyLimits, sam
     path = q_from + np.linspace(0, 1, samples)[:, None] * (q_to - q_from)
     if np.any(path < limits.q_lo) or np.any(path > limits.q_hi):
         return False
-    tcp = fr3_forward_kinematics(path, limits.tcp_offset)[:, :3, 3]
+    tcp = tcp_position(path, limits.tcp_offset)
     return bool(np.all((tcp >= limits.workspace_min) & (tcp <= limits.workspace_max)))
 
 
 def _accept(q, prev, limits) -> bool:
-    tcp = fr3_forward_kinematics(q, limits.tcp_offset)[:3, 3]
+    tcp = tcp_position(q, limits.tcp_offset)
     inside = np.all(tcp >= limits.workspace_min) and np.all(tcp <= limits.workspace_max)
     return bool(inside and path_is_safe(prev, q, limits))
 
@@ -117,13 +98,13 @@ def plan_eye_in_hand(
         cam = look_at(eye, centre + rng.normal(0, 0.02, 3), up=_perpendicular(normal))
         cam[:3, :3] = cam[:3, :3] @ rot([0, 0, 1], rng.uniform(-40, 40))
         target = cam @ tcp_in_cam
-        q = ik(target, prev, limits)
+        q = joints_for(target, prev, limits)
         pts_cam = (np.linalg.inv(cam) @ np.c_[corners_base, np.ones(len(corners_base))].T).T[:, :3]
         if q is None or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04) or not _accept(q, prev, limits):
             rejected += 1
             continue
         joints.append(q)
-        tcps.append(fr3_forward_kinematics(q, limits.tcp_offset))
+        tcps.append(forward_kinematics(q, limits.tcp_offset))
         prev = q
     return PosePlan(joints, tcps, rejected)
 
@@ -162,13 +143,13 @@ def plan_eye_to_hand(
         tilt_axis = rng.normal(size=3)
         board[:3, :3] = rot(tilt_axis, rng.uniform(5, max_tilt_deg)) @ board[:3, :3] @ rot([0, 0, 1], rng.uniform(-30, 30))
         target = board @ tcp_in_board
-        q = ik(target, prev, limits)
+        q = joints_for(target, prev, limits)
         pts_cam = (base_in_cam @ board @ local).T[:, :3]
         if q is None or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04) or not _accept(q, prev, limits):
             rejected += 1
             continue
         joints.append(q)
-        tcps.append(fr3_forward_kinematics(q, limits.tcp_offset))
+        tcps.append(forward_kinematics(q, limits.tcp_offset))
         prev = q
     return PosePlan(joints, tcps, rejected)
 

@@ -178,14 +178,14 @@ def _handeye(args, out: Path, say) -> int:
             k, dist = scene.camera.matrix(), np.zeros(5)
         images, tcps, truth = data.images, data.tcp_in_base, data.truth
     elif args.data:
-        from rlinf_robot.safety import fr3_forward_kinematics
+        from rlinf_robot.robot.franka.model import forward_kinematics
 
         raw = json.loads((args.data / "poses.json").read_text())
         import cv2
 
         images = [cv2.imread(str(args.data / v["image"]))[:, :, ::-1] for v in raw["views"]]
         tcps = [
-            np.array(v["tcp_in_base"]) if "tcp_in_base" in v else fr3_forward_kinematics(np.array(v["q"]))
+            np.array(v["tcp_in_base"]) if "tcp_in_base" in v else forward_kinematics(np.array(v["q"]))
             for v in raw["views"]
         ]
         k, dist = _load_intrinsics(args)

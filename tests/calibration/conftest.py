@@ -31,8 +31,9 @@ def real_arm(tmp_path_factory):
     from calibration.excitation import ExcitationConfig, plan_excitation, record_excitation
     from calibration.fr3_dynamics import reality_gap_params, write_variant_mjcf
     from rlinf_robot.errors import SafetyViolation
+    from rlinf_robot.robot.franka.model import forward_kinematics
     from rlinf_robot.robot.franka.sim_server import FrankaSimServer
-    from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+    from rlinf_robot.safety import SafetyLimits
 
     truth = reality_gap_params()
     mjcf = write_variant_mjcf(truth, tmp_path_factory.mktemp("real-arm") / "fr3_real.xml")
@@ -42,7 +43,7 @@ def real_arm(tmp_path_factory):
     # The box: 2 mm around the planned TCP path, but cut halfway along the path's largest excursion
     # from its start, so the plan itself crosses the cut (a 2 mm box alone was left only when the
     # damped arm drifted far enough, which depended on timing) while the start stays inside.
-    tcp = fr3_forward_kinematics(fit_plan.position[::10])[:, :3, 3]
+    tcp = forward_kinematics(fit_plan.position[::10])[:, :3, 3]
     start = tcp[0]
     box_max = tcp.max(0) + 0.002
     axis = int(np.argmax(tcp.max(0) - start))

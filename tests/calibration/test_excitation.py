@@ -7,7 +7,8 @@ import pytest
 
 from calibration.excitation import ExcitationConfig, plan_excitation
 from rlinf_robot.errors import ConfigError, SafetyViolation
-from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+from rlinf_robot.robot.franka.model import forward_kinematics
+from rlinf_robot.safety import SafetyLimits
 
 
 def test_plan_is_a_sum_of_sines_that_starts_and_ends_at_rest_inside_the_limits():
@@ -17,7 +18,7 @@ def test_plan_is_a_sum_of_sines_that_starts_and_ends_at_rest_inside_the_limits()
     assert np.allclose(plan.velocity[[0, -1]], 0.0, atol=1e-9)
     assert np.all(plan.position >= limits.q_lo) and np.all(plan.position <= limits.q_hi)
     assert np.all(plan.peak_velocity <= 0.9 * limits.joint_velocity_max * limits.velocity_scale + 1e-9)
-    tcp = fr3_forward_kinematics(plan.position[::25])[:, :3, 3]
+    tcp = forward_kinematics(plan.position[::25])[:, :3, 3]
     assert np.all(tcp >= limits.workspace_min) and np.all(tcp <= limits.workspace_max)
     # The waypoints the arm gets (velocity ramps between them) integrate back to the planned path.
     v = np.vstack([np.zeros(7), plan.waypoint_velocity])

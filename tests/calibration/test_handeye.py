@@ -11,7 +11,8 @@ from calibration.poses import path_is_safe
 from calibration.scene import CalibrationScene
 from calibration.session import handeye_views, run_handeye
 from calibration.simdata import handeye_set
-from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+from rlinf_robot.robot.franka.model import forward_kinematics
+from rlinf_robot.safety import SafetyLimits
 
 ALL_METHODS = {"tsai", "park", "horaud", "andreff", "daniilidis", "shah", "li"}
 
@@ -54,7 +55,7 @@ def test_pose_plan_is_safe_for_the_arm(name, request):
     prev = DEFAULT_START
     for q, tcp in zip(data.joints, data.tcp_in_base, strict=True):
         assert np.all(q >= limits.q_lo) and np.all(q <= limits.q_hi)
-        assert np.allclose(fr3_forward_kinematics(q), tcp)
+        assert np.allclose(forward_kinematics(q), tcp)
         assert np.all(tcp[:3, 3] >= limits.workspace_min) and np.all(tcp[:3, 3] <= limits.workspace_max)
         assert path_is_safe(prev, q, limits)  # the straight joint move there keeps the TCP in the box
         prev = q

@@ -15,13 +15,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_recording_stays_inside_the_safety_limits(real_arm):
-    from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+    from rlinf_robot.robot.franka.model import forward_kinematics
+    from rlinf_robot.safety import SafetyLimits
 
     limits = SafetyLimits.from_yaml()
     for r in (real_arm.fit, real_arm.held_out):
         assert len(r) > 2500  # ~1 kHz for >= 3 s
         assert np.all(r.q >= limits.joint_position_min) and np.all(r.q <= limits.joint_position_max)
-        tcp = fr3_forward_kinematics(r.q[::20])[:, :3, 3]
+        tcp = forward_kinematics(r.q[::20])[:, :3, 3]
         assert np.all(tcp >= limits.workspace_min) and np.all(tcp <= limits.workspace_max)
         assert np.abs(r.dq).max() < limits.joint_velocity_max.max() * limits.velocity_scale
         assert np.abs(r.dq_cmd).max() > 0.2  # it really moved
@@ -30,12 +31,13 @@ def test_recording_stays_inside_the_safety_limits(real_arm):
 def test_guard_stops_an_excitation_that_leaves_the_workspace_box(real_arm):
     """A box the planned TCP path crosses halfway along its largest excursion: the guard stops
     the arm there, and it comes to rest inside the (real) workspace."""
-    from rlinf_robot.safety import SafetyLimits, fr3_forward_kinematics
+    from rlinf_robot.robot.franka.model import forward_kinematics
+    from rlinf_robot.safety import SafetyLimits
 
     assert real_arm.guard is not None and "left the workspace box" in str(real_arm.guard)
     assert np.abs(real_arm.dq_after).max() <= 1e-3  # stopped and at rest, not drifting on
     limits = SafetyLimits.from_yaml()
-    tcp = fr3_forward_kinematics(real_arm.q_after)[:3, 3]
+    tcp = forward_kinematics(real_arm.q_after)[:3, 3]
     assert np.all(tcp >= limits.workspace_min) and np.all(tcp <= limits.workspace_max)
 
 
