@@ -18,13 +18,13 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from rlinf_robot.bridge.ik import tcp_pose
 from rlinf_robot.protocol import Observation
+from rlinf_robot.robot.franka.model import HOME_Q, solve_ik, tcp_pose
 from rlinf_robot.safety import RobotState, SafeAction
 
 #: Commands the server forwards to the backend (the others are the bridge's own business).
 BACKEND_COMMANDS = ("home", "reset", "recover")
-FR3_HOME = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])
+FR3_HOME = HOME_Q  # old name, still imported by tests/bridge/test_real_env.py; use model.HOME_Q
 
 
 @runtime_checkable
@@ -65,7 +65,7 @@ class KinematicArm:
         self, q0: np.ndarray | None = None, images: dict[str, np.ndarray] | None = None, instruction: str = ""
     ):
         self._lock = threading.Lock()
-        self._q = np.array(FR3_HOME if q0 is None else q0, dtype=np.float64)
+        self._q = np.array(HOME_Q if q0 is None else q0, dtype=np.float64)
         self._qd = np.zeros(7)
         self._gripper = 0.04
         self._pose = tcp_pose(self._q)  # cached: FK only when the arm moves
@@ -103,9 +103,7 @@ class KinematicArm:
             if action.mode == "joint_position":
                 self._q = np.array(action.target, dtype=np.float64)
             else:
-                from rlinf_robot.bridge.ik import solve_ik
-
-                self._q = solve_ik(action.target, self._q)
+                self._q = solve_ik(action.target, self._q).q
             self._pose = tcp_pose(self._q)
             if action.gripper is not None:
                 self._gripper = float(action.gripper)
@@ -122,7 +120,7 @@ class KinematicArm:
     def run_command(self, name: str, args: Mapping[str, object]) -> str:
         with self._lock:
             if name == "home":
-                self._q = FR3_HOME.copy()
+                self._q = HOME_Q.copy()
                 self._pose = tcp_pose(self._q)
             self._record(name, dict(args))
         return f"{name} done"

@@ -16,11 +16,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from rlinf_robot.bridge.backend import FR3_HOME
-from rlinf_robot.bridge.ik import solve_ik, tcp_pose
 from rlinf_robot.errors import MissingDependency, ReflexError
 from rlinf_robot.protocol import Observation
 from rlinf_robot.robot.franka.braking import franky_braking_target
+from rlinf_robot.robot.franka.model import HOME_Q, solve_ik, tcp_pose
 from rlinf_robot.robot.sched import keep_scheduling
 from rlinf_robot.safety import RobotState, SafeAction, SafetyLimits
 
@@ -46,7 +45,7 @@ class FrankyBackend:
         self.robot.relative_dynamics_factor = 1.0  # per-motion factors below scale it
         self.dynamics_factor = float(dynamics_factor)
         self.hold_dynamics_factor = float(hold_dynamics_factor)
-        self.home_q = np.array(FR3_HOME if home_q is None else home_q, dtype=np.float64)
+        self.home_q = np.array(HOME_Q if home_q is None else home_q, dtype=np.float64)
         self.limits = limits or SafetyLimits.from_yaml()
         self.instruction = instruction
         self.home_timeout_s = home_timeout_s
@@ -100,7 +99,7 @@ class FrankyBackend:
             target = action.target
         else:
             q, _ = self._read()
-            target = solve_ik(action.target, q, self.limits.tcp_offset, self.limits.q_lo, self.limits.q_hi)
+            target = solve_ik(action.target, q, self.limits.tcp_offset, self.limits.q_lo, self.limits.q_hi).q
         self._move(target, self.dynamics_factor)
 
     def hold(self) -> None:

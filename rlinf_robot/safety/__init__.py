@@ -6,7 +6,6 @@
 
 from rlinf_robot.safety.estop import EStop
 from rlinf_robot.safety.filter import ArmAction, Rejection, RobotState, SafeAction, SafetyFilter
-from rlinf_robot.safety.kinematics import fr3_forward_kinematics
 from rlinf_robot.safety.limits import DEFAULT_LIMITS_FILE, SafetyLimits
 from rlinf_robot.safety.watchdog import Watchdog
 
@@ -20,5 +19,4 @@ __all__ = [
     "SafetyFilter",
     "SafetyLimits",
     "Watchdog",
-    "fr3_forward_kinematics",
 ]

@@ -16,16 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlinf_robot.safety.kinematics import fr3_forward_kinematics
+from rlinf_robot.robot.franka import model
+from rlinf_robot.rotations import quat_angle, quat_conjugate, quat_from_rotvec, quat_multiply, quat_to_rotvec
 from rlinf_robot.safety.limits import SafetyLimits
-from rlinf_robot.safety.rotations import (
-    quat_angle,
-    quat_conjugate,
-    quat_from_matrix,
-    quat_from_rotvec,
-    quat_multiply,
-    quat_to_rotvec,
-)
 
 ACTION_WIDTH = {"joint_position": 7, "joint_delta": 7, "ee_target": 7, "ee_delta": 6}
 _BISECTION_STEPS = 14
@@ -104,7 +97,7 @@ class SafetyFilter:
             return dict(self.counters)
 
     def tcp_position(self, joint_pos: np.ndarray) -> np.ndarray:
-        return fr3_forward_kinematics(joint_pos, self.limits.tcp_offset)[:3, 3]
+        return model.tcp_position(joint_pos, self.limits.tcp_offset)
 
     def in_workspace(self, p: np.ndarray) -> bool:
         return bool(np.all(p >= self.limits.workspace_min) and np.all(p <= self.limits.workspace_max))
@@ -131,8 +124,7 @@ class SafetyFilter:
         else:
             ee = state.ee_pose
             if ee is None:
-                t = fr3_forward_kinematics(q, self.limits.tcp_offset)
-                ee = np.concatenate([t[:3, 3], quat_from_matrix(t[:3, :3])])
+                ee = model.tcp_pose(q, self.limits.tcp_offset)
             ee = np.asarray(ee, dtype=np.float64)
             if ee.shape != (7,) or not np.all(np.isfinite(ee)):
                 return Rejection("non_finite", "state ee_pose must be 7 finite numbers")

@@ -1,4 +1,9 @@
-"""Safety limits: a typed, validated view of ``conf/robot/fr3_limits.yaml``."""
+"""Safety limits: a typed, validated view of ``conf/robot/fr3_limits.yaml``.
+
+What describes the arm rather than a limit (joint names, the TCP offset, the hand's widest opening)
+defaults to the FR3 model (``rlinf_robot.robot.franka.model``); the YAML may override it for another
+tool.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import numpy as np
 import yaml
 
 from rlinf_robot.errors import ConfigError
+from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH, JOINT_NAMES, TCP_OFFSET
 
 DEFAULT_LIMITS_FILE = Path(__file__).resolve().parent.parent / "conf" / "robot" / "fr3_limits.yaml"
 VIOLATION_POLICIES = ("reject", "clamp")
@@ -23,22 +29,22 @@ _VECTOR_FIELDS = {
 
 @dataclass(frozen=True)
 class SafetyLimits:
-    joint_names: tuple[str, ...]
     joint_position_min: np.ndarray
     joint_position_max: np.ndarray
     joint_velocity_max: np.ndarray
     workspace_min: np.ndarray
     workspace_max: np.ndarray
+    joint_names: tuple[str, ...] = JOINT_NAMES
     joint_position_margin: float = 0.05
     velocity_scale: float = 0.5
     max_joint_step: float = 0.05
-    tcp_offset: float = 0.1034
+    tcp_offset: float = TCP_OFFSET
     max_ee_speed: float = 0.5
     max_ee_step: float = 0.02
     max_ee_angular_speed: float = 1.5
     max_ee_rot_step: float = 0.1
     gripper_width_min: float = 0.0
-    gripper_width_max: float = 0.08
+    gripper_width_max: float = GRIPPER_MAX_WIDTH
     on_workspace_violation: dict[str, str] = field(
         default_factory=lambda: {
             "joint_position": "reject",
@@ -69,7 +75,7 @@ class SafetyLimits:
             if arr.shape != (n,) or not np.all(np.isfinite(arr)):
                 raise ConfigError(f"{source}: {key} must be {n} finite numbers, got {values[key]!r}")
             values[key] = arr
-        values["joint_names"] = tuple(values.get("joint_names", [f"fr3_joint{i}" for i in range(1, 8)]))
+        values["joint_names"] = tuple(values.get("joint_names", JOINT_NAMES))
         limits = cls(**values)
         limits.validate(source)
         return limits

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from rlinf_robot.bridge import BridgeTimeout, CommandRefused
-from rlinf_robot.bridge.backend import FR3_HOME
 from rlinf_robot.errors import Latched
+from rlinf_robot.robot.franka.model import HOME_Q
 
 MS = 1_000_000
 
@@ -23,7 +23,7 @@ def test_round_trip_observation_and_status(server, client, arm):
     obs = client.observe(timeout=5)
     assert obs.seq >= 1 and obs.instruction == "reach"
     np.testing.assert_array_equal(obs.images["front"], arm.images["front"])
-    np.testing.assert_allclose(obs.joint_pos, FR3_HOME)
+    np.testing.assert_allclose(obs.joint_pos, HOME_Q)
     assert {"obs_captured", "obs_sent", "obs_received"} <= set(obs.hops)
     assert obs.hops["obs_captured"] <= obs.hops["obs_sent"] <= obs.hops["obs_received"]
     newer = client.observe(timeout=5)
@@ -39,7 +39,7 @@ def test_chunk_runs_each_step_in_its_slot_at_the_declared_rate(server, client, a
     t_send = time.monotonic_ns()
     seq = client.send_chunk(np.full((5, 7), 0.01, np.float32), "joint_delta", 10.0, obs=obs)
     end = client.observe(timeout=5, predicate=done_with(seq))
-    np.testing.assert_allclose(end.joint_pos, FR3_HOME + 0.05, atol=1e-9)
+    np.testing.assert_allclose(end.joint_pos, HOME_Q + 0.05, atol=1e-9)
     steps = server.events.find("step_applied", since_ns=t_send)
     assert [e.detail["step"] for e in steps] == [0, 1, 2, 3, 4]
     t = np.array([e.t_ns for e in steps])
@@ -103,7 +103,7 @@ def test_non_finite_and_out_of_limit_chunks_move_nothing(server, client, arm):
     bad = np.zeros((3, 7), np.float32)
     bad[1, 2] = np.nan
     s_nan = client.send_chunk(bad, "joint_delta", 10.0, obs=obs)
-    far = np.tile(FR3_HOME, (2, 1)).astype(np.float32)
+    far = np.tile(HOME_Q, (2, 1)).astype(np.float32)
     far[:, 0] = 3.5  # beyond joint 1's limit: an absolute target is rejected, not clamped
     s_far = client.send_chunk(far, "joint_position", 10.0, obs=obs)
     server.events.wait("step_rejected", 5)
@@ -193,7 +193,7 @@ def test_home_runs_on_the_worker_and_answers_when_done(server, client, arm):
     seq = client.send_chunk(np.full((2, 7), 0.02, np.float32), "joint_delta", 50.0, obs=obs)
     client.observe(timeout=5, predicate=done_with(seq))
     assert client.command("home").message == "home done"
-    np.testing.assert_allclose(client.observe(timeout=5).joint_pos, FR3_HOME)
+    np.testing.assert_allclose(client.observe(timeout=5).joint_pos, HOME_Q)
 
 
 def test_observe_times_out_with_a_typed_error(make_server, make_client):

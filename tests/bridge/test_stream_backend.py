@@ -8,9 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from rlinf_robot.bridge.backend import FR3_HOME
-from rlinf_robot.bridge.ik import tcp_pose
 from rlinf_robot.bridge.stream_backend import CommandSinks, StreamBackend
+from rlinf_robot.robot.franka.model import HOME_Q, tcp_pose
 from rlinf_robot.safety import SafeAction
 
 
@@ -41,7 +40,7 @@ def until(cond, timeout=5.0):
     return False
 
 
-def feed_arm(b: StreamBackend, q=FR3_HOME):
+def feed_arm(b: StreamBackend, q=HOME_Q):
     b.on_arm(q, np.zeros(7), tcp_pose(q), 0.04, time.time_ns())
 
 
@@ -49,7 +48,7 @@ def test_no_state_before_the_first_sample_and_after_its_max_age():
     b = StreamBackend(Sinks().make(), state_max_age_s=0.05)
     assert b.state() is None and b.observe() is None
     feed_arm(b)
-    assert np.allclose(b.state().joint_pos, FR3_HOME)
+    assert np.allclose(b.state().joint_pos, HOME_Q)
     assert until(lambda: b.state() is None)  # went stale: nothing may be applied now
     assert b.observe().stale == ["joint_states"]
 
@@ -70,7 +69,7 @@ def test_targets_go_to_the_sinks_and_are_republished_only_while_current():
     sinks = Sinks()
     b = StreamBackend(sinks.make(), target_hold_s=0.1)
     feed_arm(b)
-    q = FR3_HOME + 0.01
+    q = HOME_Q + 0.01
     b.apply(SafeAction("joint_position", q, 0.03, "joint_delta"))
     b.keepalive()
     assert len(sinks.joint) == 2 and np.allclose(sinks.joint[1][0], q) and sinks.joint[1][1] == 0.03
@@ -91,8 +90,8 @@ def test_hold_asks_the_driver_to_brake_and_stops_republishing():
     """No joint target of its own: "the current joints" would make a moving arm drive back."""
     sinks = Sinks()
     b = StreamBackend(sinks.make(), target_hold_s=10)
-    feed_arm(b, FR3_HOME + 0.2)
-    b.apply(SafeAction("joint_position", FR3_HOME, None, "joint_position"))
+    feed_arm(b, HOME_Q + 0.2)
+    b.apply(SafeAction("joint_position", HOME_Q, None, "joint_position"))
     n = len(sinks.joint)
     b.hold()
     assert sinks.holds == 1 and len(sinks.joint) == n
@@ -124,4 +123,4 @@ def test_stale_camera_over_the_bridge(make_server, make_client):
     obs = client.observe(timeout=5)
     seq = client.send_chunk(np.full((1, 7), 0.01, np.float32), "joint_delta", 10.0, obs=obs)
     client.observe(timeout=5, predicate=lambda o: o.chunk_seq >= seq and not o.chunk_active)
-    assert np.allclose(sinks.joint[0][0], FR3_HOME + 0.01)
+    assert np.allclose(sinks.joint[0][0], HOME_Q + 0.01)

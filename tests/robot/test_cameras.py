@@ -7,8 +7,7 @@ import pytest
 
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.robot.cameras import make_camera
-
-HOME = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])
+from rlinf_robot.robot.franka.model import HOME_Q as HOME
 
 
 def test_sim_camera_renders_the_arm_where_the_joints_say():

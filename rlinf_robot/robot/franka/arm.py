@@ -28,10 +28,11 @@ from rlinf_robot.errors import LinkLost, ReflexError
 from rlinf_robot.robot.base import Feature, Robot
 from rlinf_robot.robot.franka.config import FrankaConfig
 from rlinf_robot.robot.franka.faults import ArmState, FaultStateMachine
-from rlinf_robot.robot.franka.goals import ABSOLUTE_MODES, ARM_JOINTS, Goal, GoalResolver, ee_pose
+from rlinf_robot.robot.franka.goals import ABSOLUTE_MODES, Goal, GoalResolver
 from rlinf_robot.robot.franka.gripper import GripperWorker
 from rlinf_robot.robot.franka.holding import Holding
 from rlinf_robot.robot.franka.link import ArmReading, FrankyLink
+from rlinf_robot.robot.franka.model import JOINT_NAMES, tcp_pose
 from rlinf_robot.robot.franka.recovery import FaultHandling
 from rlinf_robot.robot.franka.tracking import GoalTracking
 from rlinf_robot.robot.loop import PeriodicLoop
@@ -155,14 +156,14 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
     def features(self) -> dict[str, dict[str, Feature]]:
         return {
             "observation": {
-                "joint_pos": Feature((7,), names=ARM_JOINTS),
-                "joint_vel": Feature((7,), names=ARM_JOINTS),
+                "joint_pos": Feature((7,), names=JOINT_NAMES),
+                "joint_vel": Feature((7,), names=JOINT_NAMES),
                 "ee_pose": Feature((7,), names=("x", "y", "z", "qw", "qx", "qy", "qz")),
                 "gripper_width": Feature((1,)),
             },
             "action": {
-                "joint_position": Feature((7,), names=ARM_JOINTS),
-                "joint_delta": Feature((7,), names=ARM_JOINTS),
+                "joint_position": Feature((7,), names=JOINT_NAMES),
+                "joint_delta": Feature((7,), names=JOINT_NAMES),
                 "ee_target": Feature((7,)),
                 "ee_delta": Feature((6,)),
                 "gripper": Feature((1,)),
@@ -342,7 +343,7 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
             reading.q,
             reading.dq,
             reading.q_d,
-            ee_pose(reading.q, self.safety.limits.tcp_offset),
+            tcp_pose(reading.q, self.safety.limits.tcp_offset),
             width,
             self.faults.state,
         )

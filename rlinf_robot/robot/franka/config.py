@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from rlinf_robot.errors import ConfigError
+from rlinf_robot.robot.franka.model import HOME_Q
 from rlinf_robot.safety.limits import DEFAULT_LIMITS_FILE, SafetyLimits
-
-HOME_Q = (0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785)
 
 
 def _range(lo: float, hi: float, lo_open: bool = False):
@@ -107,7 +106,7 @@ class FrankaConfig:
     gripper: bool = True
     gripper_speed: float = 0.1
     gripper_force: float = 20.0
-    home_q: tuple[float, ...] = HOME_Q
+    home_q: tuple[float, ...] = tuple(HOME_Q.tolist())
     home_tolerance: float = 1e-3
     #: Recover automatically from reflexes (``recover_from_errors``); else wait for ``recover``.
     auto_recover: bool = True

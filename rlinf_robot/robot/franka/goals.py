@@ -19,13 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlinf_robot.robot.franka.ik import solve_ik, tcp_pose
+from rlinf_robot.robot.franka.model import FINGER_JOINT_NAME, JOINT_NAMES, solve_ik
 from rlinf_robot.safety import ArmAction, Rejection, RobotState, SafeAction, SafetyFilter
-from rlinf_robot.safety.rotations import quat_from_matrix
 
 ABSOLUTE_MODES = ("joint_position", "ee_target")
-ARM_JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
-FINGER_JOINT = "fr3_finger_joint1"
 #: IK must land the TCP this close to the filtered target, else the command is refused (m, rad).
 IK_TOLERANCE = (2e-4, 2e-3)
 
@@ -44,12 +41,6 @@ class Goal:
     final: np.ndarray | None = field(default=None)
 
 
-def ee_pose(q: np.ndarray, tcp_offset: float) -> np.ndarray:
-    """TCP pose [x y z qw qx qy qz] from our FK (franka-sim's O_T_EE is not the TCP)."""
-    t = tcp_pose(q, tcp_offset)
-    return np.concatenate([t[:3, 3], quat_from_matrix(t[:3, :3])])
-
-
 def joint_targets_by_name(
     names: list[str], positions: list[float], current: np.ndarray
 ) -> tuple[np.ndarray, float | None] | Rejection:
@@ -65,13 +56,13 @@ def joint_targets_by_name(
     target = np.array(current, dtype=np.float64)
     gripper = None
     for name, value in zip(names, positions, strict=True):
-        if name in ARM_JOINTS:
-            target[ARM_JOINTS.index(name)] = value
-        elif name == FINGER_JOINT:
+        if name in JOINT_NAMES:
+            target[JOINT_NAMES.index(name)] = value
+        elif name == FINGER_JOINT_NAME:
             gripper = 2.0 * float(value)
         else:
-            return Rejection("unknown_joint", f"unknown joint {name!r}; known: {[*ARM_JOINTS, FINGER_JOINT]}")
-    if not any(n in ARM_JOINTS for n in names) and gripper is None:
+            return Rejection("unknown_joint", f"unknown joint {name!r}; known: {[*JOINT_NAMES, FINGER_JOINT_NAME]}")
+    if not any(n in JOINT_NAMES for n in names) and gripper is None:
         return Rejection("shape", "the command names no joint")
     return target, gripper
 

@@ -25,6 +25,7 @@ JOINT_NAMES = tuple(f"fr3_joint{i}" for i in range(1, NUM_JOINTS + 1))
 FINGER_JOINT_NAME = "fr3_finger_joint1"
 #: Franka's "ready" pose (libfranka's examples, franka-sim's keyframe ``home``).
 HOME_Q = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])
+HOME_Q.flags.writeable = False  # shared by every importer: copy it to change it
 #: Flange -> TCP along the flange z axis (m): the Franka Hand's fingertip centre.
 TCP_OFFSET = 0.1034
 GRIPPER_MAX_WIDTH = 0.08  # m, Franka Hand

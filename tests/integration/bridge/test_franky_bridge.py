@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 from rlinf_robot.bridge import BridgeClient, BridgeServer, ServerConfig
-from rlinf_robot.bridge.backend import FR3_HOME
-from rlinf_robot.bridge.ik import tcp_pose
 from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
-from rlinf_robot.safety.rotations import quat_angle, quat_conjugate, quat_multiply, quat_to_rotvec
+from rlinf_robot.robot.franka.model import HOME_Q, tcp_pose
+from rlinf_robot.rotations import quat_angle, quat_conjugate, quat_multiply, quat_to_rotvec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DEADMAN_MS = 100.0
@@ -66,7 +65,7 @@ def bridge(franka_sim_module):
 
 
 def test_real_robot_env_moves_the_arm_to_a_target_pose(bridge):
-    home_tcp = tcp_pose(FR3_HOME)
+    home_tcp = tcp_pose(HOME_Q)
     goal = home_tcp[:3] + np.array([0.06, 0.05, -0.08])
     cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="reach",
                         task_args={"goal": goal.tolist(), "success_radius": 0.005}, max_episode_steps=80,
@@ -76,7 +75,7 @@ def test_real_robot_env_moves_the_arm_to_a_target_pose(bridge):
     try:
         obs = env.reset()
         sl = env.obs_spec.state_slices()
-        np.testing.assert_allclose(obs["state"][0, sl["joint_pos"]], FR3_HOME, atol=5e-3)
+        np.testing.assert_allclose(obs["state"][0, sl["joint_pos"]], HOME_Q, atol=5e-3)
         for _ in range(80):  # a P controller on the pose: position error and rotation back to home's
             err = obs["state"][0, sl["goal_minus_tcp"]]
             rot = quat_to_rotvec(quat_multiply(home_tcp[3:], quat_conjugate(obs["state"][0, sl["tcp_quat"]])))

@@ -17,11 +17,10 @@ import pytest
 import yaml
 
 from rlinf_robot.bridge import BridgeClient
-from rlinf_robot.bridge.backend import FR3_HOME
-from rlinf_robot.bridge.ik import tcp_pose
 from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
 from rlinf_robot.paths import REPO_ROOT
-from rlinf_robot.safety.rotations import quat_conjugate, quat_multiply, quat_to_rotvec
+from rlinf_robot.robot.franka.model import HOME_Q, tcp_pose
+from rlinf_robot.rotations import quat_conjugate, quat_multiply, quat_to_rotvec
 from tests.integration.robot.conftest import RobotUp
 from tests.integration.robot.probe import RosProbe
 
@@ -98,7 +97,7 @@ def test_robot_up_starts_the_bridge_and_real_robot_env_moves_the_arm_to_a_target
 
 
 def _reach(endpoint: str, probe: RosProbe) -> None:
-    home = tcp_pose(FR3_HOME)
+    home = tcp_pose(HOME_Q)
     goal = home[:3] + np.array([0.05, -0.04, -0.06])
     cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="reach",
                         task_args={"goal": goal.tolist(), "success_radius": 0.005}, max_episode_steps=150,

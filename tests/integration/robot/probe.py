@@ -9,8 +9,7 @@ from collections import deque
 
 import numpy as np
 
-ARM_JOINTS = [f"fr3_joint{i}" for i in range(1, 8)]
-
+from rlinf_robot.robot.franka.model import JOINT_NAMES
 
 #: franka-sim's joint 7 (the wrist flange: tiny inertia under a stiff servo) chatters in a limit
 #: cycle of ~0.08 rad/s around any target and rests ~1-2 mrad off it; joints 1-6 settle to < 0.3 mrad.
@@ -131,7 +130,7 @@ class RosProbe:
     def send_joints(self, q, names=None, stamp_offset_s: float = 0.0) -> None:
         msg = self._JointState()
         msg.header.stamp = self.stamp_now(stamp_offset_s)
-        msg.name = list(names or ARM_JOINTS)
+        msg.name = list(names or JOINT_NAMES)
         msg.position = [float(x) for x in q]
         self.joint_pub.publish(msg)
 

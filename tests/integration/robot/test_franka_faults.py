@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlinf_robot.robot.franka.model import HOME_Q as HOME
 from tests.integration.robot.conftest import RobotUp, derived_config
 from tests.integration.robot.probe import wait_until, within
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SLOW, FAST = 0.2, 1.0
-HOME = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])
 JOINT1 = np.array([1.0, 0, 0, 0, 0, 0, 0])
 
 

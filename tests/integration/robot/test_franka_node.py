@@ -15,12 +15,12 @@ import time
 import numpy as np
 import pytest
 
-from rlinf_robot.safety import fr3_forward_kinematics
+from rlinf_robot.robot.franka.model import FINGER_JOINT_NAME, JOINT_NAMES, tcp_position
+from rlinf_robot.robot.franka.model import HOME_Q as HOME
 from tests.integration.robot.conftest import RobotUp, alive, derived_config, descendants
 from tests.integration.robot.probe import wait_until, within
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-HOME = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_joint_states_stream_at_100hz_or_more(arm):
     rate = (len(times) - 1) / (times[-1] - times[0])
     assert rate >= 100.0, f"joint_states at {rate:.1f} Hz"
     msg = window[-1][1]
-    assert list(msg.name) == [f"fr3_joint{i}" for i in range(1, 8)] + ["fr3_finger_joint1"]
+    assert list(msg.name) == [*JOINT_NAMES, FINGER_JOINT_NAME]
     assert msg.header.stamp.sec > 0
 
 
@@ -95,7 +95,7 @@ def test_joint_command_reaches_target_within_1mrad(arm):
     target = arm.q() + np.array([0.1, -0.05, 0.05, -0.1, 0.05, 0.05, 0.0])
     assert reach(arm, target), f"q-target={arm.q() - target} age={arm.age():.3f}s diag={arm.diag}"
     # The published EE pose is our FK of the published joints (the TCP, not franka-sim's O_T_EE).
-    assert wait_until(lambda: np.linalg.norm(arm.ee()[:3] - fr3_forward_kinematics(arm.q())[:3, 3]) < 1e-3, 2)
+    assert wait_until(lambda: np.linalg.norm(arm.ee()[:3] - tcp_position(arm.q())) < 1e-3, 2)
 
 
 def test_ee_command_reaches_target_within_2mm(arm):

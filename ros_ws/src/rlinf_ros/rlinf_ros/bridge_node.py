@@ -25,7 +25,7 @@ from std_srvs.srv import Trigger
 from rlinf_robot.bridge import BridgeError, BridgeServer, CurveServerKeys, ServerConfig
 from rlinf_robot.bridge.stream_backend import CommandSinks, StreamBackend
 from rlinf_robot.errors import ConfigError
-from rlinf_robot.robot.franka.goals import ARM_JOINTS, FINGER_JOINT
+from rlinf_robot.robot.franka.model import FINGER_JOINT_NAME, JOINT_NAMES
 from rlinf_robot.safety import SafetyLimits
 from rlinf_ros.common import LATEST, declare, from_stamp, run_node, to_stamp
 
@@ -108,11 +108,11 @@ class BridgeNode(Node):
     def _on_joints(self, msg: JointState) -> None:
         pos = dict(zip(msg.name, msg.position, strict=False))
         vel = dict(zip(msg.name, msg.velocity, strict=False))
-        if self._pose is None or not all(n in pos for n in ARM_JOINTS):
+        if self._pose is None or not all(n in pos for n in JOINT_NAMES):
             return
-        q = np.array([pos[n] for n in ARM_JOINTS])
-        dq = np.array([vel.get(n, 0.0) for n in ARM_JOINTS])
-        width = 2.0 * pos.get(FINGER_JOINT, 0.0)
+        q = np.array([pos[n] for n in JOINT_NAMES])
+        dq = np.array([vel.get(n, 0.0) for n in JOINT_NAMES])
+        width = 2.0 * pos.get(FINGER_JOINT_NAME, 0.0)
         stamp = from_stamp(msg.header.stamp)
         self.backend.on_arm(q, dq, self._pose, width, int((stamp or time.time()) * 1e9))
 
@@ -138,10 +138,10 @@ class BridgeNode(Node):
     def _joint_command(self, q: np.ndarray, gripper: float | None) -> None:
         msg = JointState()
         msg.header.stamp = to_stamp(time.time())
-        msg.name = list(ARM_JOINTS)
+        msg.name = list(JOINT_NAMES)
         msg.position = [float(x) for x in q]
         if gripper is not None:
-            msg.name.append(FINGER_JOINT)
+            msg.name.append(FINGER_JOINT_NAME)
             msg.position.append(float(gripper) / 2.0)
         self._cmd_js.publish(msg)
 

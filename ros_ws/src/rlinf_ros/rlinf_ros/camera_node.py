@@ -15,7 +15,7 @@ from sensor_msgs.msg import Image, JointState
 
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.robot.cameras import CAMERAS, make_camera
-from rlinf_robot.robot.franka.goals import ARM_JOINTS, FINGER_JOINT
+from rlinf_robot.robot.franka.model import FINGER_JOINT_NAME, JOINT_NAMES
 from rlinf_ros.common import LATEST, declare, run_node, to_stamp
 
 PARAMS = {
@@ -58,10 +58,10 @@ class CameraNode(Node):
 
     def _on_joints(self, msg: JointState) -> None:
         by_name = dict(zip(msg.name, msg.position, strict=False))
-        if all(n in by_name for n in ARM_JOINTS):
-            q = [by_name[n] for n in ARM_JOINTS]
-            if FINGER_JOINT in by_name:
-                q.append(by_name[FINGER_JOINT])
+        if all(n in by_name for n in JOINT_NAMES):
+            q = [by_name[n] for n in JOINT_NAMES]
+            if FINGER_JOINT_NAME in by_name:
+                q.append(by_name[FINGER_JOINT_NAME])
             self._q = np.array(q)
 
     def _capture(self) -> None:

@@ -32,7 +32,8 @@ from std_srvs.srv import Trigger
 
 from rlinf_robot.errors import ConfigError, LinkLost, MissingDependency
 from rlinf_robot.robot.franka import ArmObservation, ArmState, FrankaArm, FrankaConfig
-from rlinf_robot.robot.franka.goals import ARM_JOINTS, FINGER_JOINT, joint_targets_by_name
+from rlinf_robot.robot.franka.goals import joint_targets_by_name
+from rlinf_robot.robot.franka.model import FINGER_JOINT_NAME, JOINT_NAMES
 from rlinf_robot.safety import ArmAction, Rejection
 from rlinf_ros.common import LATEST, declare, from_stamp, run_node, to_stamp
 from rlinf_ros.side_services import SideServices
@@ -140,7 +141,7 @@ class FrankaNode(LifecycleNode):
         stamp = to_stamp(obs.wall)
         js = JointState()
         js.header.stamp = stamp
-        js.name = [*ARM_JOINTS, FINGER_JOINT]
+        js.name = [*JOINT_NAMES, FINGER_JOINT_NAME]
         half = obs.gripper_width / 2.0 if math.isfinite(obs.gripper_width) else 0.0
         js.position = [*obs.q.tolist(), half]
         js.velocity = [*obs.dq.tolist(), 0.0]
