@@ -20,10 +20,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.quat import canonical, qconj, qmul, qrotate, quat_to_matrix, rotvec_to_matrix
-
-TCP_OFFSET = 0.1034  # m past the hand origin: the Franka Hand fingertip centre (our TCP)
-GRIPPER_MAX_WIDTH = 0.08
+from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH, TCP_OFFSET
+from rlinf_robot.rotations import (
+    canonical,
+    quat_conjugate,
+    quat_multiply,
+    quat_rotate,
+    quat_to_matrix,
+    rotvec_to_matrix,
+)
 
 
 def to_wxyz(q: np.ndarray, quat_order: str) -> np.ndarray:
@@ -36,14 +41,14 @@ def to_wxyz(q: np.ndarray, quat_order: str) -> np.ndarray:
 
 def robot_state(joint_pos, joint_vel, hand_pos_w, hand_quat_w, root_pos_w, root_quat_w,
                 quat_order: str = "wxyz") -> np.ndarray:
-    """[N, 22] ROBOT_STATE_FIELDS in the robot base frame (TCP 0.1034 m past the hand)."""
+    """[N, 22] ROBOT_STATE_FIELDS in the robot base frame (TCP ``TCP_OFFSET`` past the hand)."""
     hand_q = to_wxyz(np.asarray(hand_quat_w, np.float64), quat_order)
     root_q = to_wxyz(np.asarray(root_quat_w, np.float64), quat_order)
     n = len(hand_q)
-    tcp_w = hand_pos_w + qrotate(hand_q, np.tile([0.0, 0.0, TCP_OFFSET], (n, 1)))
-    inv = qconj(root_q)
-    tcp_b = qrotate(inv, tcp_w - root_pos_w)
-    quat_b = canonical(qmul(inv, hand_q))
+    tcp_w = hand_pos_w + quat_rotate(hand_q, np.tile([0.0, 0.0, TCP_OFFSET], (n, 1)))
+    inv = quat_conjugate(root_q)
+    tcp_b = quat_rotate(inv, tcp_w - root_pos_w)
+    quat_b = canonical(quat_multiply(inv, hand_q))
     jp, jv = np.asarray(joint_pos, np.float64), np.asarray(joint_vel, np.float64)
     width = jp[:, 7:8] + jp[:, 8:9]
     return np.concatenate([jp[:, :7], jv[:, :7], tcp_b, quat_b, width], axis=1).astype(np.float32)
@@ -51,7 +56,7 @@ def robot_state(joint_pos, joint_vel, hand_pos_w, hand_quat_w, root_pos_w, root_
 
 def points_in_base(points_w: np.ndarray, root_pos_w: np.ndarray, root_quat_w: np.ndarray,
                    quat_order: str = "wxyz") -> np.ndarray:
-    return qrotate(qconj(to_wxyz(np.asarray(root_quat_w, np.float64), quat_order)), points_w - root_pos_w)
+    return quat_rotate(quat_conjugate(to_wxyz(np.asarray(root_quat_w, np.float64), quat_order)), points_w - root_pos_w)
 
 
 def ee_delta_action(actions: np.ndarray, tcp_quat_b: np.ndarray, scale: float, ik_offset: float,

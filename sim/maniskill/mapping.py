@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.quat import canonical, qconj, qmul, qrotate, rotvec_to_matrix
+from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH
+from rlinf_robot.rotations import canonical, quat_conjugate, quat_multiply, quat_rotate, rotvec_to_matrix
 
 CONTROL_MODES = {"joint_delta": "pd_joint_delta_pos", "ee_delta": "pd_ee_delta_pose"}
 
@@ -58,7 +59,7 @@ def rotvec_to_euler_xyz(r: np.ndarray) -> np.ndarray:
 
 
 def to_maniskill_action(actions: np.ndarray, mode: str, gripper: bool, scales: ControllerScales,
-                        hold_width: float = 0.08) -> np.ndarray:
+                        hold_width: float = GRIPPER_MAX_WIDTH) -> np.ndarray:
     """Our actions [N, A] -> ManiSkill normalized actions [N, 7 (ee) | 8 (joint)], float32."""
     a = np.asarray(actions, np.float64)
     if mode == "joint_delta":
@@ -77,9 +78,9 @@ def to_maniskill_action(actions: np.ndarray, mode: str, gripper: bool, scales: C
 def robot_state(qpos: np.ndarray, qvel: np.ndarray, tcp_pose: np.ndarray, root_pose: np.ndarray) -> np.ndarray:
     """ManiSkill Panda state -> our ROBOT_STATE_FIELDS [N, 22] (base frame, canonical quaternion)."""
     root_p, root_q = root_pose[:, :3], root_pose[:, 3:7]
-    inv = qconj(root_q)
-    tcp_p = qrotate(inv, tcp_pose[:, :3] - root_p)
-    tcp_q = canonical(qmul(inv, tcp_pose[:, 3:7]))
+    inv = quat_conjugate(root_q)
+    tcp_p = quat_rotate(inv, tcp_pose[:, :3] - root_p)
+    tcp_q = canonical(quat_multiply(inv, tcp_pose[:, 3:7]))
     width = qpos[:, 7:8] + qpos[:, 8:9]
     return np.concatenate([qpos[:, :7], qvel[:, :7], tcp_p, tcp_q, width], axis=1).astype(np.float32)
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlinf_robot.safety.kinematics import fr3_forward_kinematics
-from sim.quat import canonical, matrix_to_quat
-
-GRIPPER_MAX_WIDTH = 0.08
+from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH, forward_kinematics
+from rlinf_robot.rotations import canonical, quat_from_matrix
 
 
 def arm_columns(arm: str, dof: int = 7) -> tuple[slice, int]:
@@ -41,8 +39,8 @@ def robot_state(qpos: np.ndarray, prev_qpos: np.ndarray | None, dt: float, arm: 
     joints, grip = arm_columns(arm, dof)
     q = qpos[:, joints]
     qd = np.zeros_like(q) if prev_qpos is None else (q - np.asarray(prev_qpos, np.float64)[:, joints]) / dt
-    t = fr3_forward_kinematics(q).reshape(-1, 4, 4)
-    quat = canonical(matrix_to_quat(t[:, :3, :3]))
+    t = forward_kinematics(q).reshape(-1, 4, 4)
+    quat = canonical(quat_from_matrix(t[:, :3, :3]))
     width = qpos[:, grip : grip + 1] * GRIPPER_MAX_WIDTH
     return np.concatenate([q, qd, t[:, :3, 3], quat, width], axis=1).astype(np.float32)
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import sim
-from rlinf_robot.safety.kinematics import fr3_forward_kinematics
+from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH, HOME_Q, TCP_OFFSET, forward_kinematics
+from rlinf_robot.rotations import quat_from_matrix, quat_multiply, quat_rotate, rotvec_to_matrix
 from sim.isaaclab import mapping as il
-from sim.quat import qmul, qrotate, quat_to_matrix, rotvec_to_matrix
 from sim.robotwin import mapping as rt
 
 
@@ -45,8 +45,8 @@ def test_isaaclab_state_from_recorded_fr3_with_an_env_origin(recorded, order):
     yaw = 0.7
     root_q = np.tile([np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)], (n, 1))
     root_p = np.tile([2.0, -3.0, 0.5], (n, 1))  # this env's origin in Isaac's world
-    hand_q_w = qmul(root_q, recorded["hand_quat"])
-    hand_p_w = root_p + qrotate(root_q, recorded["hand_pos"])
+    hand_q_w = quat_multiply(root_q, recorded["hand_quat"])
+    hand_p_w = root_p + quat_rotate(root_q, recorded["hand_pos"])
     to_order = (lambda q: q[:, [1, 2, 3, 0]]) if order == "xyzw" else (lambda q: q)
     state = il.robot_state(recorded["q"], recorded["qd"], hand_p_w, to_order(hand_q_w), root_p, to_order(root_q), order)
     np.testing.assert_allclose(state, recorded["state"][:, :22], atol=2e-5)  # same TCP, quaternion sign, width
@@ -55,15 +55,15 @@ def test_isaaclab_state_from_recorded_fr3_with_an_env_origin(recorded, order):
 def test_isaaclab_ee_delta_moves_the_ik_point_so_the_tcp_moves_as_commanded():
     rng = np.random.default_rng(1)
     n = 32
-    q = READY_like(n, rng)
-    t = fr3_forward_kinematics(q)
+    q = HOME_Q + rng.uniform(-0.3, 0.3, (n, 7))
+    t = forward_kinematics(q)
     tcp, rot_now = t[:, :3, 3], t[:, :3, :3]
-    quat = np.stack([_quat(r) for r in rot_now])
+    quat = quat_from_matrix(rot_now)
     act = np.concatenate([rng.uniform(-0.02, 0.02, (n, 3)), rng.uniform(-0.07, 0.07, (n, 3)),
-                          rng.uniform(0, 0.08, (n, 1))], axis=1)
+                          rng.uniform(0, GRIPPER_MAX_WIDTH, (n, 1))], axis=1)
     raw = il.ee_delta_action(act, quat, scale=0.5, ik_offset=0.107, gripper=True)
     assert raw.shape == (n, 7) and raw.dtype == np.float32
-    d = np.array([0, 0, 0.107 - il.TCP_OFFSET])
+    d = np.array([0, 0, 0.107 - TCP_OFFSET])
     ik_point = tcp + rot_now @ d
     moved = ik_point + raw[:, :3].astype(np.float64) * 0.5  # what Isaac Lab's IK term targets
     rot_new = rotvec_to_matrix(act[:, 3:6]) @ rot_now
@@ -101,7 +101,7 @@ def test_robotwin_state_from_recorded_fr3(recorded):
     q = recorded["q"][:, :7]
     width = recorded["q"][:, 7] + recorded["q"][:, 8]
     n = len(q)
-    qpos = np.concatenate([np.zeros((n, 8)), q, (width / 0.08)[:, None]], axis=1)  # driven arm: right
+    qpos = np.concatenate([np.zeros((n, 8)), q, (width / GRIPPER_MAX_WIDTH)[:, None]], axis=1)  # driven arm: right
     prev = qpos.copy()
     prev[:, 8:15] -= 0.01
     state = rt.robot_state(qpos, prev, dt=0.1, arm="right")
@@ -117,17 +117,3 @@ def test_robotwin_square_resize_centre_crops():
     img[:, 40:280] = 200  # the centre square
     out = rt.square_resize(img, 64)
     assert out.shape == (64, 64, 3) and out.dtype == np.uint8 and out.min() == 200
-
-
-def READY_like(n, rng):
-    from sim.mujoco.tasks.base import READY_Q
-
-    return READY_Q + rng.uniform(-0.3, 0.3, (n, 7))
-
-
-def _quat(r):
-    from sim.quat import matrix_to_quat
-
-    q = matrix_to_quat(r[None])[0]
-    np.testing.assert_allclose(quat_to_matrix(q[None])[0], r, atol=1e-9)
-    return q

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlinf_robot.rotations import quat_multiply, rotvec_to_matrix
 from sim.maniskill.mapping import (
     ControllerScales,
     robot_state,
@@ -12,7 +13,6 @@ from sim.maniskill.mapping import (
     task_fields,
     to_maniskill_action,
 )
-from sim.quat import qmul, rotvec_to_matrix
 
 JOINT = ControllerScales(-0.1, 0.1, -0.1, -0.01, 0.04)
 EE = ControllerScales(-0.1, 0.1, -0.1, -0.01, 0.04)
@@ -69,7 +69,7 @@ def test_robot_state_moves_poses_into_the_base_frame():
     root_q = np.array([np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)])
     root = np.tile(np.r_[-0.615, 0.1, 0.0, root_q], (n, 1))
     down = np.array([0.0, 1.0, 0.0, 0.0])
-    tcp_world_q = qmul(root_q, down)  # pointing down, yawed with the base
+    tcp_world_q = quat_multiply(root_q, down)  # pointing down, yawed with the base
     tcp = np.tile(np.r_[-0.615, 0.6, 0.2, -tcp_world_q], (n, 1))  # sign-flipped on purpose
     s = robot_state(qpos, qvel, tcp, root)
     assert s.shape == (n, 22) and s.dtype == np.float32
@@ -91,7 +91,7 @@ def test_signs_end_to_end_on_cpu_physics():
     """+z rotation and +x translation in our units move the ManiSkill Panda that way (base frame)."""
     pytest.importorskip("mani_skill")
     import sim
-    from sim.quat import rotvec_between
+    from rlinf_robot.rotations import rotvec_between
 
     env = sim.make("maniskill/push-cube", num_envs=1)
     try:
