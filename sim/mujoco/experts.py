@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH
 from rlinf_robot.rotations import rotvec_between
 from sim.mujoco.tasks.lift import GRASP_HEIGHT
 from sim.mujoco.tasks.push import HALF as PUSH_HALF
@@ -73,7 +74,7 @@ def lift(env, obs) -> np.ndarray:
     target = np.concatenate([obj[:, :2], np.full((len(tcp), 1), 0.15)], axis=1)
     target[above, 2] = GRASP_HEIGHT
     closing = above & at_height
-    grip = np.where(closing | holding, 0.0, 0.08)
+    grip = np.where(closing | holding, 0.0, GRIPPER_MAX_WIDTH)
     target[closing & ~holding] = tcp[closing & ~holding]  # hold still while the fingers close
     target[holding, :2] = obj[holding, :2]
     target[holding, 2] = 0.25

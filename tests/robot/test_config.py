@@ -9,6 +9,7 @@ from rlinf_robot.errors import ConfigError
 from rlinf_robot.paths import REPO_ROOT
 from rlinf_robot.robot.bringup.plan import make_plan, node_blocks
 from rlinf_robot.robot.franka.config import FrankaConfig
+from rlinf_robot.robot.franka.model import HOME_Q, TCP_OFFSET
 from rlinf_robot.robot.franka.sim_service import make_server, sim_options
 
 SIM_YAML = REPO_ROOT / "launch" / "config" / "sim_robot.yaml"
@@ -25,7 +26,7 @@ def test_shipped_yaml_builds_a_valid_config(name):
               if k not in ("diagnostics_rate_hz", "base_frame")}
     config = FrankaConfig.from_params(params)
     assert config.control_rate_hz >= 100 and 0 < config.relative_dynamics_factor <= 1
-    assert config.limits().tcp_offset == pytest.approx(0.1034)
+    assert config.limits().tcp_offset == TCP_OFFSET and config.home_q == tuple(HOME_Q)
 
 
 @pytest.mark.parametrize("key,value,allowed", [

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rlinf_robot.robot.franka import ArmState, FrankaArm, FrankaConfig
+from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH
 from rlinf_robot.robot.franka.sim_server import FrankaSimServer
 from rlinf_robot.safety import ArmAction, Rejection
 from tests.integration.robot.probe import wait_until, within
@@ -28,7 +29,7 @@ def test_observation_and_features_agree(arm):
     obs = arm.get_observation()
     for key, feature in arm.features()["observation"].items():
         assert obs[key].shape == feature.shape, key
-    assert obs["state"] == "ACTIVE" and obs["gripper_width"][0] == pytest.approx(0.08, abs=1e-3)
+    assert obs["state"] == "ACTIVE" and obs["gripper_width"][0] == pytest.approx(GRIPPER_MAX_WIDTH, abs=1e-3)
 
 
 def test_a_joint_delta_and_an_ee_delta_move_by_that_much(arm):
@@ -55,8 +56,8 @@ def test_gripper_moves_and_grasps(arm):
     assert wait_until(lambda: abs(arm.get_observation()["gripper_width"][0] - 0.03) < 1e-3, 5)
     arm.gripper.grasp(0.0)
     assert wait_until(lambda: arm.gripper.is_grasped, 5)
-    arm.gripper.move(0.08)
-    assert wait_until(lambda: abs(arm.gripper.width - 0.08) < 1e-3, 5)
+    arm.gripper.move(GRIPPER_MAX_WIDTH)
+    assert wait_until(lambda: abs(arm.gripper.width - GRIPPER_MAX_WIDTH) < 1e-3, 5)
 
 
 def test_a_command_from_before_a_stop_never_runs(arm):
