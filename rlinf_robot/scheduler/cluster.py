@@ -5,7 +5,15 @@ machine's routable address and listens on all interfaces): ``RAY_ENABLE_WINDOWS_
 makes Ray treat the machine as a single-node cluster on the loopback address, the same mode it
 uses on macOS. ``RAY_AUTH_MODE=disabled`` is set for local starts only. Logical GPUs
 (``num_gpus=4`` on a CPU machine) make every placement testable without accelerators: Ray accounts
-for them and sets ``CUDA_VISIBLE_DEVICES`` per actor exactly as on a GPU node.
+for them and each rank gets ``CUDA_VISIBLE_DEVICES`` exactly as on a GPU node.
+
+Which accelerator a rank uses comes from the plan, not from Ray: a bundle asks Ray for a GPU
+*count*, and Ray hands out whichever ids it likes (on a fresh cluster an explicit
+``devices: "2-3"`` got 0 and 1). The worker bootstrap sets ``CUDA_VISIBLE_DEVICES`` to the rank's planned indices instead
+(``worker.bootstrap``), and the ``Cluster`` keeps a ledger of the indices its live reservations
+hold: ``nodes()`` reports them as ``busy_gpus`` (so the next plan avoids them) and ``reserve``
+refuses a plan that reuses one. Ray's own bookkeeping still counts the GPUs; actors started
+outside a reservation (plain ``ray.remote(num_gpus=...)``) are not in the ledger and get Ray's ids.
 """
 
 from __future__ import annotations
@@ -80,6 +88,7 @@ class Cluster:
         if config is not None and overrides:
             self.config = ClusterConfig.from_dict({**config.__dict__, **overrides})
         self._owns_ray = False
+        self._reservations: list[Reservation] = []  # the ledger of accelerators in use (see module doc)
         self._start()
 
     def _start(self) -> None:
@@ -126,10 +135,11 @@ class Cluster:
 
     # ---------------------------------------------------------------- description
     def nodes(self, available: bool = False) -> list[NodeSpec]:
-        """Alive nodes, head first, with their CPUs, (logical) GPUs and IP address.
+        """Alive nodes, head first, with their CPUs, (logical) GPUs and IP address; the GPUs this
+        cluster's live reservations hold are ``busy_gpus``.
 
-        ``available``: GPUs still free and the free CPU amount as ``cpu_budget`` (for planning a
-        group next to groups already running).
+        ``available``: also the free CPU amount as ``cpu_budget`` (for planning a group next to
+        groups already running).
         """
         ray = _ray()
         from ray._private import state
@@ -137,19 +147,31 @@ class Cluster:
         free = state.available_resources_per_node() if available else {}
         alive = [n for n in ray.nodes() if n.get("Alive")]
         alive.sort(key=lambda n: (not n["Resources"].get("node:__internal_head__"), n["NodeManagerAddress"]))
+        held = self.held_gpus()
         out = []
-        for n in alive:
+        for i, n in enumerate(alive):
             res = n["Resources"]
             spare = free.get(n["NodeID"], {}) if available else res
             out.append(
                 NodeSpec(
                     num_cpus=max(1, int(res.get("CPU", 0))),
-                    num_gpus=int(spare.get("GPU", 0)),
+                    num_gpus=int(res.get("GPU", 0)),
                     address=n["NodeManagerAddress"],
                     cpu_budget=float(spare.get("CPU", 0.0)) if available else None,
+                    busy_gpus=tuple(sorted(d for node, d in held if node == i)),
                 )
             )
         return out
+
+    def held_gpus(self) -> dict[tuple[int, int], str]:
+        """(node, node-local accelerator) -> the rank holding it, over this cluster's live reservations."""
+        self._reservations = [r for r in self._reservations if r.placement_group is not None]
+        return {
+            (p.node, d): f"{p.group}[{p.rank}]"
+            for r in self._reservations
+            for p in r.plan.ranks
+            for d in p.gpus
+        }
 
     def resource_spec(self, available: bool = False) -> ResourceSpec:
         return ResourceSpec(tuple(self.nodes(available)))
@@ -196,6 +218,14 @@ class Cluster:
         nodes = self.nodes()
         if len(plan.resources.nodes) > len(nodes):
             raise PlacementError(f"plan needs {len(plan.resources.nodes)} nodes, cluster has {len(nodes)}")
+        held = self.held_gpus()
+        taken = sorted({(p.node, d) for p in plan.ranks for d in p.gpus} & held.keys())
+        if taken:
+            raise PlacementError(
+                f"{plan.mode} plan reuses accelerator(s) held by live reservations: "
+                + ", ".join(f"node {n} gpu {d} ({held[(n, d)]})" for n, d in taken)
+                + "; plan on cluster.resource_spec(), which marks them busy, or release those first"
+            )
         pin = len(nodes) > 1
         bundles = [b.resources(nodes[b.node].address if pin else "") for b in plan.bundles]
         pg = placement_group(bundles, strategy="PACK")
@@ -208,13 +238,16 @@ class Cluster:
                 f"cluster {ray.cluster_resources()}"
             ) from exc
         log.info("reserved placement:\n%s", plan.describe())
-        return Reservation(plan, pg)
+        reservation = Reservation(plan, pg)
+        self._reservations.append(reservation)
+        return reservation
 
     # ---------------------------------------------------------------- lifecycle
     def shutdown(self) -> None:
         ray = _ray()
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
+            self._reservations = []  # their placement groups went with the session
         self._owns_ray = False
 
     def __enter__(self) -> Cluster:

@@ -3,7 +3,8 @@
 Why pure: the same planner runs on a 2-core laptop with logical GPUs and on a 64-GPU cluster,
 so it can be doctested and reviewed without starting Ray. ``cluster.py`` turns a plan into one Ray
 placement group (one bundle per accelerator set or CPU-only rank) and ``WorkerGroup`` puts each
-rank into its bundle.
+rank into its bundle; each rank's ``CUDA_VISIBLE_DEVICES`` is then its planned accelerators (the
+``gpus`` column), not whichever ones Ray picked for the bundle.
 
 Every strategy reduces to *share sets*: groups in one set share the same accelerators (time-sliced,
 with offload), different sets get disjoint accelerators.

@@ -1,9 +1,9 @@
 """The plan data (``Plan``, ``Bundle``, ``RankPlacement``) and the planner behind every strategy.
 
 ``build_plan`` takes *share sets* (groups in one set share accelerators, sets are disjoint) and
-turns them into bundles: accelerators first (explicit ``devices``, then the lowest free ones), ranks
-onto the nodes of their accelerators, one bundle per distinct accelerator set or CPU-only rank, and
-CPU cores / Ray CPU amounts shrunk to fit each node. The strategies in ``placement.py`` only decide
+turns them into bundles: accelerators first (explicit ``devices``, then the lowest free ones; never
+ones the resources mark busy), ranks onto the nodes of their accelerators, one bundle per distinct
+accelerator set or CPU-only rank, and CPU cores / Ray CPU amounts shrunk to fit each node. The strategies in ``placement.py`` only decide
 the share sets.
 """
 
@@ -45,7 +45,8 @@ class Bundle:
 
 @dataclass(frozen=True)
 class RankPlacement:
-    """Where one rank runs. ``gpus``/``cores`` are node-local; shares are what it asks Ray for."""
+    """Where one rank runs. ``gpus``/``cores`` are node-local; shares are what it asks Ray for.
+    ``gpus`` are also the rank's ``CUDA_VISIBLE_DEVICES`` (set by the worker bootstrap)."""
 
     group: str
     rank: int
@@ -219,9 +220,11 @@ def build_plan(
 def _allocate(
     mode: str, res: ResourceSpec, by_name: Mapping[str, GroupSpec], sets: list[list[str]]
 ) -> list[tuple[int, ...]]:
-    """Accelerators of each share set: explicit ``devices`` first, then the lowest free ones."""
+    """Accelerators of each share set: explicit ``devices`` first, then the lowest free ones.
+    Accelerators the resources mark busy (held by groups already running) are never handed out."""
     total = res.total_gpus
     out: list[tuple[int, ...] | None] = [None] * len(sets)
+    busy = set(res.busy_gpus)
     owner: dict[int, list[str]] = {}
     for s, members in enumerate(sets):
         explicit = {by_name[m].devices for m in members if by_name[m].devices is not None}
@@ -240,6 +243,11 @@ def _allocate(
                 raise PlacementError(
                     f"{mode}: group(s) {members} need {need} accelerators, devices lists {len(devs)}"
                 )
+            held = sorted(d for d in devs if d in busy)
+            if held:
+                raise PlacementError(
+                    f"{mode}: group(s) {members} ask accelerator(s) {held}, held by groups already running"
+                )
             clash = sorted(d for d in devs if d in owner)
             if clash:
                 raise PlacementError(
@@ -252,7 +260,7 @@ def _allocate(
         if out[s] is not None:
             continue
         need = max(by_name[m].num_gpus for m in members)
-        free = [d for d in range(total) if d not in owner]
+        free = [d for d in range(total) if d not in owner and d not in busy]
         if need > len(free):
             raise PlacementError(
                 f"{mode}: group(s) {members} ask {need} accelerator(s) but only "

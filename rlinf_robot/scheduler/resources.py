@@ -23,18 +23,27 @@ def _check_int(owner: str, key: str, value: Any, minimum: int) -> None:
 class NodeSpec:
     """One machine: its CPU cores and accelerators. ``address`` is the Ray node IP, if known.
 
-    ``cpu_budget`` caps the Ray CPU amount a plan may reserve on the node (default: ``num_cpus``);
-    planning a group next to groups that already run uses what is still free.
+    Planning a group next to groups that already run uses what is still free: ``cpu_budget`` caps
+    the Ray CPU amount a plan may reserve on the node (default: ``num_cpus``), and ``busy_gpus``
+    (node-local indices) are accelerators a plan must not hand out. Accelerator indices are what
+    ranks get as ``CUDA_VISIBLE_DEVICES``, so a busy one is named, not just counted.
     """
 
     num_cpus: int
     num_gpus: int = 0
     address: str = ""
     cpu_budget: float | None = None
+    busy_gpus: tuple[int, ...] = ()
 
     def __post_init__(self):
         _check_int("node", "num_cpus", self.num_cpus, 1)
         _check_int("node", "num_gpus", self.num_gpus, 0)
+        busy = tuple(sorted(set(self.busy_gpus)))
+        object.__setattr__(self, "busy_gpus", busy)
+        if any(not isinstance(d, int) or not 0 <= d < self.num_gpus for d in busy):
+            raise PlacementError(
+                f"node.busy_gpus must be node-local accelerator indices 0-{self.num_gpus - 1}, got {list(busy)}"
+            )
         if self.cpu_budget is not None and not self.cpu_budget >= 0.001:
             raise PlacementError(
                 f"no free CPU on node {self.address or '?'} (cpu_budget={self.cpu_budget!r}): plan every group "
@@ -75,6 +84,15 @@ class ResourceSpec:
     @property
     def total_gpus(self) -> int:
         return sum(n.num_gpus for n in self.nodes)
+
+    @property
+    def busy_gpus(self) -> tuple[int, ...]:
+        """Global indices of the accelerators held by groups already running (never planned).
+
+        >>> ResourceSpec((NodeSpec(4, 2), NodeSpec(4, 2, busy_gpus=(1,)))).busy_gpus
+        (3,)
+        """
+        return tuple(self.gpu_offset(i) + d for i, n in enumerate(self.nodes) for d in n.busy_gpus)
 
     def gpu_offset(self, node: int) -> int:
         """Global index of ``node``'s first accelerator."""

@@ -26,7 +26,10 @@ What the base gives a subclass (already set when ``__init__`` runs):
 - ``self.rank``, ``self.world_size``, ``self.local_rank``, ``self.group_name``, ``self.info``
   (the full ``WorkerInfo``: node, accelerators, cores); env vars ``RANK``, ``WORLD_SIZE``,
   ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT`` (for ``torch.distributed`` within the group)
-  and ``CUDA_VISIBLE_DEVICES`` (set by Ray from the placement; logical ids on CPU test clusters).
+  and ``CUDA_VISIBLE_DEVICES``: exactly the rank's planned accelerators (``info.gpus``, node-local;
+  logical ids on CPU test clusters), set before your ``__init__`` runs. Ray picks GPU ids by count
+  only, so the bootstrap overrides its choice; ``ray.get_gpu_ids()`` still reports Ray's pick.
+  Do not touch CUDA while your worker's module is imported: CUDA reads the variable once.
 - ``self.device``: ``"cuda"`` when the rank holds an accelerator and CUDA works, else ``"cpu"``.
 - CPU pinning and thread count (``OMP_NUM_THREADS``, torch threads) from the placement.
 - ``offload()`` / ``onload()`` for what ``register_offload`` named (time and bytes reported).
@@ -209,8 +212,49 @@ class Worker:
 
 
 # -------------------------------------------------------------------- inside the worker process
+def visible_devices(gpus: tuple[int, ...], node_visible: list[str] | None = None) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for a rank's planned node-local accelerators ``gpus``.
+
+    Plan indices count the GPUs Ray sees on the node. A node started with its own
+    ``CUDA_VISIBLE_DEVICES`` (a SLURM job, a shared machine) sees only those, so index i is that
+    list's i-th entry.
+
+    >>> visible_devices((2, 3))
+    '2,3'
+    >>> visible_devices((0, 1), ["4", "5", "6", "7"])
+    '4,5'
+    """
+    if node_visible is None:
+        return ",".join(map(str, gpus))
+    bad = [g for g in gpus if not 0 <= g < len(node_visible)]
+    if bad:
+        raise RuntimeError(
+            f"planned accelerator(s) {bad}, but this Ray node exposes only CUDA_VISIBLE_DEVICES={node_visible}"
+        )
+    return ",".join(node_visible[g] for g in gpus)
+
+
+def _node_visible_gpus() -> list[str] | None:
+    """The node's own ``CUDA_VISIBLE_DEVICES`` (None: every GPU). Ray has overwritten the variable
+    with its pick by the time a worker is constructed; it keeps what the process started with."""
+    try:
+        from ray._private.worker import global_worker
+
+        ids = global_worker.original_visible_accelerator_ids.get("GPU")
+    except (ImportError, AttributeError):  # not in a Ray worker, or a Ray without the record
+        return None
+    return None if ids is None else [str(i) for i in ids]
+
+
 def bootstrap(info: WorkerInfo) -> None:
-    """Runs first in a worker process: env vars, CPU pinning and thread counts from the placement."""
+    """Runs first in a worker process: env vars, CPU pinning and thread counts from the placement.
+
+    ``CUDA_VISIBLE_DEVICES`` becomes the planned accelerators (an explicit ``env`` entry still wins).
+    Ray sets the variable in an actor's creation task and leaves it alone in later method calls, so
+    setting it here holds for the actor's life.
+    """
+    import sys
+
     env = {
         "RANK": str(info.rank),
         "WORLD_SIZE": str(info.world_size),
@@ -218,13 +262,18 @@ def bootstrap(info: WorkerInfo) -> None:
         "RLINF_GROUP": info.group,
         "OMP_NUM_THREADS": str(info.num_threads),
         "MKL_NUM_THREADS": str(info.num_threads),
-        **info.env,
     }
-    os.environ.update(env)
+    if info.gpus:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            raise RuntimeError(
+                f"{info.group}[{info.rank}]: CUDA started before the worker bootstrap, so its planned "
+                f"accelerators {list(info.gpus)} cannot take effect; keep CUDA calls out of module import"
+            )
+        env["CUDA_VISIBLE_DEVICES"] = visible_devices(info.gpus, _node_visible_gpus())
+    os.environ.update({**env, **info.env})
     if info.cores:
         pin_to(info.cores)
-    import sys
-
     if "torch" in sys.modules:  # already imported (e.g. by a parent class module): resize its pool
         sys.modules["torch"].set_num_threads(info.num_threads)
 

@@ -11,7 +11,7 @@ from rlinf_robot.scheduler.errors import PlacementError
 from rlinf_robot.scheduler.placement import make_plan, placement_modes
 from rlinf_robot.scheduler.resources import GroupSpec, NodeSpec, ResourceSpec
 
-DOCTESTED = ["placement", "resources", "affinity", "timeline", "pipeline", "channel", "link"]
+DOCTESTED = ["placement", "resources", "affinity", "timeline", "pipeline", "channel", "link", "worker"]
 
 
 @pytest.mark.parametrize("module", DOCTESTED)
@@ -80,6 +80,22 @@ def test_uneven_nodes_and_explicit_devices():
     )
     assert plan.devices("actor") == [(6,), (7,)] and [r.gpus for r in plan.group("actor")] == [(4,), (5,)]
     assert plan.devices("rollout") == [(0,), (1,)] and {r.node for r in plan.group("rollout")} == {0}
+
+
+def test_busy_accelerators_are_never_planned():
+    """Groups already running hold accelerators by index; a new plan skips them and refuses
+    explicit devices that name one."""
+    spec = ResourceSpec((NodeSpec(4, 2, busy_gpus=(0,)), NodeSpec(4, 2, busy_gpus=(1,))))
+    assert spec.busy_gpus == (0, 3)
+    plan = make_plan("disaggregated", spec, [GroupSpec("actor", 2, 1)])
+    assert plan.devices("actor") == [(1,), (2,)]
+    assert [(r.node, r.gpus) for r in plan.group("actor")] == [(0, (1,)), (1, (0,))]
+    with pytest.raises(PlacementError, match="ask 3 accelerator\\(s\\) but only 2 of 4"):
+        make_plan("disaggregated", spec, [GroupSpec("actor", 3, 1)])
+    with pytest.raises(PlacementError, match="accelerator\\(s\\) \\[3\\], held by groups already running"):
+        make_plan("collocated", spec, [GroupSpec("actor", 2, 1, devices=(2, 3))])
+    with pytest.raises(PlacementError, match="busy_gpus must be node-local accelerator indices 0-1"):
+        NodeSpec(4, 2, busy_gpus=(2,))
 
 
 @pytest.mark.parametrize(

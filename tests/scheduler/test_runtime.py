@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -133,6 +134,52 @@ def test_scheduler_from_config_collocates_on_shared_logical_gpus(cluster):
     while ray.available_resources().get("GPU") != 4 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert ray.available_resources().get("GPU") == 4
+
+
+def test_explicit_devices_are_each_ranks_cuda_visible_devices(cluster):
+    """``devices: "2-3"`` puts actor ranks 0, 1 on accelerators 2 and 3; Ray alone would hand the
+    first bundles (the actor's, listed first) accelerators 0 and 1."""
+    from rlinf_robot.scheduler.config import Scheduler, SchedulerConfig
+
+    cfg = SchedulerConfig.from_dict(
+        {
+            "placement": {"mode": "disaggregated"},
+            "groups": {
+                "actor": {"num_ranks": 2, "gpus_per_rank": 1, "devices": "2-3"},
+                "rollout": {"num_ranks": 1, "gpus_per_rank": 2},
+                "env": {"num_ranks": 1},
+            },
+        }
+    )
+    with Scheduler(cfg, cluster=cluster) as sched:
+        assert sched.plan.devices("actor") == [(2,), (3,)]
+        assert sched.plan.devices("rollout") == [(0, 1)]
+        seen = {
+            name: sched.launch(name, EchoWorker).call("whoami").wait(60)
+            for name in ("actor", "rollout", "env")
+        }
+    assert [o["cuda"] for o in seen["actor"]] == ["2", "3"]
+    assert [o["cuda"] for o in seen["rollout"]] == ["0,1"]
+    assert [o["cuda"] for o in seen["env"]] == [None]  # CPU-only ranks are left as Ray starts them
+
+
+def test_groups_planned_beside_a_reservation_get_the_free_accelerators(cluster):
+    """The cluster's ledger of held accelerators: while a reservation holds 0-1, a group spawned
+    beside it is planned on 2 and sees 2, and a plan made before the reservation (on 0) is refused."""
+    stale = make_plan("disaggregated", cluster.resource_spec(), [GroupSpec("late", 1, 1)])
+    half = ResourceSpec((dataclasses.replace(cluster.nodes()[0], cpu_budget=1.0),))  # CPU left to spawn
+    plan = make_plan("disaggregated", half, [GroupSpec("trainer", 2, 1)])
+    reservation = cluster.reserve(plan, timeout_s=30)
+    try:
+        assert [n.busy_gpus for n in cluster.nodes()] == [(0, 1)]
+        with WorkerGroup.spawn(EchoWorker, "beside", cluster, 1, gpus_per_rank=1) as beside:
+            assert beside.placements[0].global_gpus == (2,)
+            assert beside.call("whoami").wait(60)[0]["cuda"] == "2"
+        with pytest.raises(PlacementError, match=r"node 0 gpu 0 \(trainer\[0\]\)"):
+            cluster.reserve(stale, timeout_s=5)
+    finally:
+        reservation.release()
+    assert [n.busy_gpus for n in cluster.nodes()] == [()]
 
 
 def test_plan_larger_than_the_cluster_is_refused(cluster):
