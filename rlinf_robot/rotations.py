@@ -117,13 +117,13 @@ def quat_from_matrix(m: np.ndarray) -> np.ndarray:
             )
             continue
         i = k - 1
-        j, l = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * np.sqrt(1.0 + r[:, i, i] - r[:, j, j] - r[:, l, l])
+        j, m2 = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + r[:, i, i] - r[:, j, j] - r[:, m2, m2])
         out = np.empty((len(r), 4))
-        out[:, 0] = (r[:, l, j] - r[:, j, l]) / s
+        out[:, 0] = (r[:, m2, j] - r[:, j, m2]) / s
         out[:, 1 + i] = 0.25 * s
         out[:, 1 + j] = (r[:, j, i] + r[:, i, j]) / s
-        out[:, 1 + l] = (r[:, l, i] + r[:, i, l]) / s
+        out[:, 1 + m2] = (r[:, m2, i] + r[:, i, m2]) / s
         q[rows] = out
     q = q * np.where(q[:, :1] < 0, -1.0, 1.0)
     q /= np.linalg.norm(q, axis=1, keepdims=True)

@@ -24,7 +24,6 @@ from rlinf_robot.safety import RobotState, SafeAction
 
 #: Commands the server forwards to the backend (the others are the bridge's own business).
 BACKEND_COMMANDS = ("home", "reset", "recover")
-FR3_HOME = HOME_Q  # old name, still imported by tests/bridge/test_real_env.py; use model.HOME_Q
 
 
 @runtime_checkable

@@ -35,8 +35,9 @@ def cmd_acquire_lease(server: BridgeServer, peer: Peer, cmd: Command, now: int) 
         server._count("lease_refused")
         return Error(code="refused", message=why)
     if server.lease.generation != generation:  # a new controller: its chunk seqs start afresh
-        server.scheduler.cancel()
-        server.scheduler.last_seq = -1
+        server.motion.scheduler.cancel()
+        server.motion.scheduler.last_seq = -1
+        server.motion.forget_target()
     server._feed(now)
     server.events.add("lease_acquired", client=peer.client_id, generation=server.lease.generation)
     return f"lease granted to {peer.client_id}"
@@ -54,8 +55,9 @@ def cmd_release_lease(server: BridgeServer, peer: Peer, cmd: Command, now: int) 
 def cmd_stop(server: BridgeServer, peer: Peer, cmd: Command, now: int) -> str:
     """Anyone connected may stop the arm; only a reset clears it."""
     server.estop.trigger(f"stop from {peer.client_id}")
-    server.scheduler.cancel()
-    server._safe_backend(server.backend.stop)
+    server.motion.scheduler.cancel()
+    server.motion.forget_target()
+    server.motion.safe_backend(server.backend.stop)
     server.events.add("estop", client=peer.client_id)
     server._broadcast_status("e-stop")
     return "e-stop latched"
@@ -71,8 +73,9 @@ def cmd_backend(server: BridgeServer, peer: Peer, cmd: Command, now: int) -> str
         return Error(code="busy", message=f"{server._busy[2].name} in progress")
     if cmd.name == "home" and server.estop.latched:
         return Error(code="latched", message="e-stop latched; send reset first")
-    if server.scheduler.active:  # stop a running chunk; an idle arm needs no extra target
+    if server.motion.active:  # stop a running chunk; an idle arm needs no extra target
         server._hold(cmd.name)
+    server.motion.forget_target()  # the command moves the arm: the next delta starts from it
     future = server._executor.submit(server.backend.run_command, cmd.name, dict(cmd.args))
     server._busy = (future, peer.identity, cmd)
     server.events.add("command_started", name=cmd.name, client=peer.client_id)

@@ -37,6 +37,12 @@ class Plan:
     rate_hz: float = 0.0
     hops: dict[str, int] = field(default_factory=dict)
     applied: int = 0
+    #: Delta chunks, resolved at acceptance (``bridge.motion``): the anchor and each row's target.
+    anchor: np.ndarray | None = None
+    targets: np.ndarray | None = None  # [H, 7] joint targets
+    widths: np.ndarray | None = None  # [H] finger openings, with a gripper column
+    report: dict[str, int] = field(default_factory=dict)  # sent with observations (chunk_report)
+    trace: list[np.ndarray] = field(default_factory=list)  # the arm after each slot (chunk_trace)
 
     @property
     def horizon(self) -> int:

@@ -26,23 +26,23 @@ import zmq
 
 from rlinf_robot.bridge.backend import ArmBackend
 from rlinf_robot.bridge.config import ServerConfig
-from rlinf_robot.bridge.control import ControlMixin
 from rlinf_robot.bridge.errors import BridgeError
 from rlinf_robot.bridge.events import EventLog
 from rlinf_robot.bridge.handlers import COMMANDS, check_busy
 from rlinf_robot.bridge.latency import HopLatencies
 from rlinf_robot.bridge.lease import Lease
+from rlinf_robot.bridge.motion import Motion
 from rlinf_robot.bridge.peers import Peer, client_id_of, is_heartbeat_socket
-from rlinf_robot.bridge.scheduler import ChunkScheduler, Dropped
+from rlinf_robot.bridge.scheduler import Dropped
 from rlinf_robot.protocol import ActionChunk, Command, Error, Heartbeat, ProtocolError, Status, decode, encode
-from rlinf_robot.safety import EStop, SafetyFilter, SafetyLimits, Watchdog
+from rlinf_robot.safety import EStop, SafetyLimits, Watchdog
 
 log = logging.getLogger(__name__)
 MAX_PEERS = 1024
 MAX_BATCH = 256  # messages handled per wake-up before timers run again
 
 
-class BridgeServer(ControlMixin):
+class BridgeServer:
     def __init__(
         self, backend: ArmBackend, config: ServerConfig | None = None, limits: SafetyLimits | None = None
     ):
@@ -55,10 +55,11 @@ class BridgeServer(ControlMixin):
         self.estop = EStop()
         self.watchdog = Watchdog(self.config.deadman_ms)
         self.lease = Lease(int(self.config.lease_timeout_ms * 1e6))
-        self.scheduler = ChunkScheduler(int(self.config.max_obs_age_ms * 1e6))
+        self.motion = Motion(
+            backend, self.limits, int(self.config.max_obs_age_ms * 1e6), self.events, self.latency, self._count
+        )
         self.endpoint = ""
         self._lock = threading.Lock()
-        self._filters: dict[float, SafetyFilter] = {}
         self._peers: dict[bytes, Peer] = {}
         self._obs_stamps: OrderedDict[int, int] = OrderedDict()
         self._obs_seq = 0
@@ -139,7 +140,7 @@ class BridgeServer(ControlMixin):
             return fault
         if self._link_lost:
             return "LINK_LOST"
-        if self.scheduler.active:
+        if self.motion.active:
             return "ACTIVE"
         return "HOLD" if self.lease.holder else "IDLE"
 
@@ -147,13 +148,12 @@ class BridgeServer(ControlMixin):
         """A snapshot of state, lease, counters and latency percentiles (safe from any thread)."""
         with self._lock:
             counters = dict(self.counters)
-            filters = list(self._filters.values())
-        for f in filters:
+        for f in self.motion.filters():
             for k, v in f.snapshot().items():
                 counters[f"safety_{k}"] = counters.get(f"safety_{k}", 0) + v
         counters["deadman_trips"] = self.watchdog.trips
         counters["estop_triggers"] = self.estop.count
-        counters["skipped_steps"] = self.scheduler.skipped_steps
+        counters["skipped_steps"] = self.motion.scheduler.skipped_steps
         if self._security is not None:
             counters["unauthorized"] = self._security.allow.refused
         return Status(
@@ -193,7 +193,7 @@ class BridgeServer(ControlMixin):
             # and an idle robot PC should not sample and encode for nobody.
             publishing = any(p.subscribed for p in self._peers.values())
             wake = min(self._next_obs_ns if publishing else now + 50_000_000, next_house_ns)
-            for t in (self.scheduler.next_deadline_ns(), self._deadman_deadline_ns()):
+            for t in (self.motion.scheduler.next_deadline_ns(), self._deadman_deadline_ns()):
                 if t is not None:
                     wake = min(wake, t)
             if self._busy is not None:
@@ -218,8 +218,8 @@ class BridgeServer(ControlMixin):
                 log.exception("bridge loop error; holding")
                 self._count("loop_errors")
                 self._hold("loop_error")
-        if self.scheduler.cancel() is not None:
-            self._safe_backend(self.backend.hold)
+        if self.motion.scheduler.cancel() is not None:
+            self.motion.safe_backend(self.backend.hold)
 
     def _drain(self) -> None:
         for _ in range(MAX_BATCH):
@@ -302,7 +302,7 @@ class BridgeServer(ControlMixin):
             return
         self.lease.beat(peer.client_id, peer.key, now)
         self._feed(now)
-        result = self.scheduler.offer(chunk, now, self._obs_stamps.get(chunk.obs_seq))
+        result = self.motion.accept(chunk, now, self._obs_stamps.get(chunk.obs_seq))
         if isinstance(result, Dropped):
             self._count(f"chunks_dropped_{result.reason}")
             self.events.add("chunk_dropped", seq=chunk.seq, reason=result.reason)
@@ -327,6 +327,55 @@ class BridgeServer(ControlMixin):
 
     _HANDLERS = {Heartbeat: _on_heartbeat, ActionChunk: _on_chunk, Command: _on_command}
 
+    # ------------------------------------------------------------------ who may move the arm
+    def _motion_refusal(self, peer) -> tuple[str, str] | None:
+        """Only the lease holder, never while latched, busy or faulted."""
+        if not self.lease.held_by(peer.client_id, peer.key):
+            holder = self.lease.holder or "nobody"
+            return "refused", f"{peer.client_id} does not hold the control lease (held by {holder})"
+        if self.estop.latched:
+            return "latched", f"e-stop latched ({self.estop.reason}); send reset"
+        if self._busy is not None:
+            return "busy", f"{self._busy[2].name} in progress"
+        fault = self.backend.fault_state()
+        if fault:
+            return "fault", f"arm is in {fault}"
+        return None
+
+    def _deadman_deadline_ns(self) -> int | None:
+        if not self.lease.holder or self._link_lost:
+            return None
+        return self._last_feed_ns + int(self.config.deadman_ms * 1e6) + 1
+
+    def _feed(self, now: int) -> None:
+        self.watchdog.feed(now / 1e9)
+        self._last_feed_ns = now
+        if self._link_lost:
+            self._link_lost = False
+            self.events.add("link_restored")
+
+    def _check_deadman(self, now: int) -> None:
+        if not self.lease.holder or self._link_lost or not self.watchdog.expired(now / 1e9):
+            return
+        self._link_lost = True
+        self._hold("deadman")
+        self.events.add("deadman", last_feed_ns=self._last_feed_ns, holder=self.lease.holder)
+        log.warning(
+            "deadman: no heartbeat or chunk from %s for %.0f ms; holding",
+            self.lease.holder,
+            (time.monotonic_ns() - self._last_feed_ns) / 1e6,
+        )
+        self._broadcast_status("deadman: link to the lease holder lost")
+
+    def _hold(self, reason: str) -> None:
+        self.motion.hold(reason)
+
+    def _run_steps(self, now: int) -> None:
+        if self.backend.fault_state():  # a reflex moved the arm: the commanded target is void
+            self.motion.forget_target()
+        if self.motion.run_due(now, self._reply_holder):
+            self._next_obs_ns = now  # an observation right at the end of a chunk (with its trace)
+
     # ------------------------------------------------------------------ output
     def _publish_observation(self) -> None:
         subscribers = [p for p in self._peers.values() if p.subscribed]
@@ -343,8 +392,8 @@ class BridgeServer(ControlMixin):
             return
         self._obs_seq += 1
         obs.seq = self._obs_seq
-        obs.chunk_seq = self.scheduler.last_seq
-        obs.chunk_active = self.scheduler.active
+        for key, value in self.motion.chunk_fields().items():
+            setattr(obs, key, value)
         self._obs_stamps[obs.seq] = obs.stamp_ns
         while len(self._obs_stamps) > self.config.obs_history:
             self._obs_stamps.popitem(last=False)

@@ -147,10 +147,10 @@ def deploy_on_arm(
     policy, endpoint: str, episodes: int, seed: int, progress: Callable[[str], None], max_steps: int = 200
 ) -> tuple[list[ArmEpisode], dict]:
     import torch
+    from sim.mujoco.tasks.reach import GOAL_HIGH, GOAL_LOW, SUCCESS_RADIUS
 
     from rlinf_robot.algorithms.loops.rollout import env_step
     from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
-    from sim.mujoco.tasks.reach import GOAL_HIGH, GOAL_LOW, SUCCESS_RADIUS
 
     cfg = RealEnvConfig(
         action_mode="ee_delta", control_hz=20.0, task="reach",

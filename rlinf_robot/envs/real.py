@@ -1,15 +1,20 @@
 """``RealRobotEnv``: the batched env contract (``rlinf_robot.envs.spec``) over bridge clients.
 
-One ``BridgeClient`` per robot (N = number of robots, usually 1). A step sends each robot an action
-chunk (one action for ``step``, H for ``chunk_step``) computed from the observation the env last
-returned, then waits for the robot's first observation after that chunk finished. The state vector
-is laid out like the simulators' (``ROBOT_STATE_FIELDS`` then the task's features) and rewards come
-from a registered real task (``real_tasks``), so a policy trained in sim runs here unchanged.
+One ``BridgeClient`` per robot (N = number of robots, usually 1). A chunk (one row for ``step``, H
+for ``chunk_step``) is sent to each robot computed from the observation the env last returned; the
+bridge resolves delta rows by the rule the sims apply (``rlinf_robot.safety.deltas``) and, when
+the chunk has ended, sends back its *trace*: the arm one control period after each row. Every row
+is scored on its trace state with the same task code the sims use (``rlinf_robot.envs.tasks``),
+and ``BatchedEnv``'s episode rules apply: rows past the time limit are never sent, success ends an
+episode at the end of its chunk. The state vector is laid out like the sims' (``ROBOT_STATE_FIELDS``
+then the task's columns), so a policy trained in sim runs here unchanged.
 
-``reset`` homes the arm and waits until it has settled. Drops and safety rejections of a chunk, and
-a chunk refused while the arm recovers from a reflex, are reported in ``info["rejections"]`` (the
-arm held instead); losing the lease, an e-stop or a latched arm raises.
-A stale camera is never silently reused: the env waits for a fresh observation, then raises.
+``reset`` homes the arm and waits until it has settled (home should be the task's start pose:
+``home_q`` in the robot's YAML). Drops and safety rejections of a chunk are reported in
+``info["rejections"]`` (the arm held instead); a chunk refused because the arm is in a reflex or
+lost its state ends the episode as *aborted* (``info["aborted"]``, reported as truncated: never a
+normal ending), and losing the lease, an e-stop or a latched arm raises. A stale camera is never
+silently reused: the env waits for a fresh observation, then raises.
 """
 
 from __future__ import annotations
@@ -23,22 +28,25 @@ import numpy as np
 from rlinf_robot.bridge.client import BridgeClient
 from rlinf_robot.bridge.config import ClientConfig
 from rlinf_robot.bridge.errors import BridgeTimeout, CommandRefused
-from rlinf_robot.envs.real_tasks import make_real_task
-from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
+from rlinf_robot.envs.actions import safe_action_spec
+from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec, RowResults
+from rlinf_robot.envs.tasks import Batch, make_task
 from rlinf_robot.errors import ConfigError, Latched, LinkLost
 from rlinf_robot.protocol import Observation
+from rlinf_robot.rotations import canonical
 
-DOWN = np.array([0.0, 1.0, 0.0, 0.0])  # TCP quaternion sign reference, as in the sims
+#: Refusal codes that end an episode as aborted: the arm did not execute the policy's rows.
+ABORT_CODES = frozenset({"fault", "no_state", "busy"})
 
 
 @dataclass(frozen=True)
 class RealEnvConfig:
     action_mode: str = "ee_delta"
-    gripper: bool = False
-    control_hz: float = 10.0
-    task: str = "reach"
-    task_args: dict = field(default_factory=dict)
-    max_episode_steps: int = 50
+    gripper: bool | None = None  # None: the task's own default
+    control_hz: float = 20.0
+    task: str = "fr3-reach"
+    task_options: dict = field(default_factory=dict)
+    max_episode_steps: int | None = None  # None: the task's episode length at control_hz, as in sim
     terminate_on_success: bool = True
     auto_reset: bool = True
     cameras: dict = field(default_factory=dict)  # name -> (H, W, 3) expected from the robot
@@ -52,7 +60,7 @@ class RealEnvConfig:
         src = "real env config"
         if not 0 < self.control_hz <= 1000:
             raise ConfigError(f"{src}: control_hz must be in (0, 1000], got {self.control_hz}")
-        if self.max_episode_steps < 1:
+        if self.max_episode_steps is not None and self.max_episode_steps < 1:
             raise ConfigError(f"{src}: max_episode_steps must be >= 1, got {self.max_episode_steps}")
         for key in ("step_timeout_s", "reset_timeout_s", "settle_joint_vel"):
             if not getattr(self, key) > 0:
@@ -93,10 +101,7 @@ class Settled:
 
 def robot_state(o: Observation) -> np.ndarray:
     """joint_pos(7), joint_vel(7), tcp_pos(3), tcp_quat(4, signed towards gripper-down), width(1)."""
-    q = np.asarray(o.ee_pose[3:], dtype=np.float64)
-    q = q / np.linalg.norm(q)
-    if q @ DOWN < 0:
-        q = -q
+    q = canonical(np.asarray(o.ee_pose[3:], dtype=np.float64))
     return np.concatenate([o.joint_pos[:7], o.joint_vel[:7], o.ee_pose[:3], q, [o.gripper_width]])
 
 
@@ -107,25 +112,30 @@ class RealRobotEnv(BatchedEnv):
         config: RealEnvConfig | None = None,
         own_clients: bool = False,
     ):
-        from sim.actions import check_actions, safe_action_spec  # the one source of action bounds
-
-        self._check_actions = check_actions
         self.cfg = config or RealEnvConfig()
         self.clients = [clients] if isinstance(clients, BridgeClient) else list(clients)
         self.num_envs = len(self.clients)
         self._own = own_clients
-        self.task = make_real_task(self.cfg.task, **self.cfg.task_args)
-        self.action_spec = safe_action_spec(self.cfg.action_mode, self.cfg.gripper, self.cfg.control_hz)
+        self.task = make_task(self.cfg.task, **self.cfg.task_options)
+        if self.task.gripper and self.cfg.gripper is False:
+            raise ConfigError(f"{self.task.name} needs the gripper column: gripper must be true (or unset)")
+        self.gripper = self.task.gripper if self.cfg.gripper is None else bool(self.cfg.gripper)
+        self.action_spec = safe_action_spec(self.cfg.action_mode, self.gripper, self.cfg.control_hz)
+        self.max_episode_steps = self.cfg.max_episode_steps or max(
+            1, round(self.task.episode_seconds * self.cfg.control_hz)
+        )
+        self.terminate_on_success = self.cfg.terminate_on_success
         state_fields = ROBOT_STATE_FIELDS + tuple(self.task.features)
         self.obs_spec = ObsSpec(
             state_shape=(sum(w for _, w in state_fields),),
             images=dict(self.cfg.cameras),
             state_fields=state_fields,
         )
+        n = self.num_envs
         self._rng = np.random.default_rng(self.cfg.seed)
-        self._obs: list[Observation | None] = [None] * self.num_envs
-        self.steps = np.zeros(self.num_envs, np.int64)
-        self.episode_return = np.zeros(self.num_envs, np.float32)
+        self._obs: list[Observation | None] = [None] * n
+        self.goals = np.zeros((n, 3))
+        self.obj_start = np.zeros((n, 3))
         for c in self.clients:
             c.subscribe()
             c.acquire_lease()
@@ -141,31 +151,6 @@ class RealRobotEnv(BatchedEnv):
         ]
         return cls(clients, config, own_clients=True)
 
-    # ------------------------------------------------------------------ contract
-    def reset(self, seed: int | None = None) -> Obs:
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
-        for i in range(self.num_envs):
-            self._reset_one(i)
-        self.task.reset(self.num_envs, self._rng)
-        return self._batch_obs()
-
-    def step(self, actions: np.ndarray):
-        a = self._check_actions(actions, self.action_spec, self.num_envs)
-        return self._execute(self.action_spec.clip(a)[:, None, :])
-
-    def chunk_step(self, actions: np.ndarray):
-        """Execute ``actions[N, H, A]`` as one chunk per robot at ``control_hz``; the reward is
-        evaluated once, on the observation after the chunk."""
-        a = np.asarray(actions, dtype=np.float32)
-        if a.ndim != 3 or a.shape[0] != self.num_envs or a.shape[2:] != self.action_spec.shape:
-            raise ValueError(
-                f"chunk_step needs actions [N={self.num_envs}, H, {self.action_spec.shape[0]}], got {a.shape}"
-            )
-        if not np.all(np.isfinite(a)):
-            raise ValueError("actions contain NaN or inf; nothing was applied")
-        return self._execute(self.action_spec.clip(a))
-
     def close(self) -> None:
         for c in self.clients:
             try:
@@ -179,7 +164,127 @@ class RealRobotEnv(BatchedEnv):
         """Each robot's bridge status (state, counters, latency percentiles)."""
         return [c.status() for c in self.clients]
 
+    # ------------------------------------------------------------------ BatchedEnv hooks
+    def _reset_all(self, seed: int | None) -> None:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        for i in range(self.num_envs):
+            self._reset_one(i)
+
+    def _reset_envs(self, idx: np.ndarray) -> None:
+        """Home and re-draw the goal after an episode (without ``auto_reset`` the caller resets)."""
+        if self.cfg.auto_reset:
+            for i in idx:
+                self._reset_one(int(i))
+
+    def _observe(self) -> Obs:
+        images = {}
+        for cam, shape in self.cfg.cameras.items():
+            frames = [o.images[cam] for o in self._obs]
+            for i, f in enumerate(frames):
+                if f.shape != shape:
+                    raise ValueError(f"robot {i} camera {cam!r} sends {f.shape}, the env expects {shape}")
+            images[cam] = np.stack(frames)
+        instruction = [o.instruction or self.task.instruction for o in self._obs]
+        return {"state": self._state_now(), "images": images, "instruction": instruction}
+
+    def _state_now(self) -> np.ndarray:
+        robot = np.stack([robot_state(o) for o in self._obs])
+        batch = self._batch(robot[:, :7], robot[:, 14:17], robot[:, 17:21], robot[:, 21], range(self.num_envs))
+        return np.concatenate([robot, self.task.observe(batch)], axis=1).astype(np.float32)
+
+    def _run_rows(self, actions: np.ndarray, budget: np.ndarray) -> RowResults:
+        """Send each robot the rows its episode has left, wait until they ran, score each row."""
+        n, horizon = actions.shape[:2]
+        if any(o is None for o in self._obs):
+            raise RuntimeError("call reset() before step()")
+        for c in self.clients:  # a brief heartbeat gap is not a reason to fail the step
+            c.wait_link(self.cfg.step_timeout_s)
+        t0 = time.monotonic()
+        rows = np.minimum(budget, horizon).astype(np.int64)
+        seqs = [
+            c.send_chunk(
+                actions[i, : rows[i]],
+                self.cfg.action_mode,
+                self.cfg.control_hz,
+                obs=self._obs[i],
+                gripper=self.gripper,
+                align=self.cfg.align,
+            )
+            for i, c in enumerate(self.clients)
+        ]
+        out = RowResults.empty(n, horizon, int(self.obs_spec.state_shape[0]))
+        rejections, aborted, reports, step_ms = [], np.zeros(n, bool), [], np.zeros(n)
+        for i, (c, seq) in enumerate(zip(self.clients, seqs, strict=True)):
+            self._obs[i] = self._await(
+                i,
+                lambda o, c=c, seq=seq: (
+                    (o.chunk_seq >= seq and not o.chunk_active) or any(e.ref_seq == seq for e in c.errors)
+                ),
+                self.cfg.step_timeout_s + rows[i] / self.cfg.control_hz,
+                f"chunk {seq}",
+            )
+            errs = c.take_errors(ref_seq=seq)
+            for e in errs:  # losing control is not a step result: the caller must know
+                if e.code == "latched" or (e.code == "fault" and "LATCHED" in e.message):
+                    raise Latched(e.message)
+                if e.code == "refused":
+                    raise CommandRefused(e.code, e.message)
+            rejections.append([{"code": e.code, "message": e.message} for e in errs])
+            aborted[i] = any(e.code in ABORT_CODES for e in errs)
+            o = self._obs[i]
+            reports.append(dict(o.chunk_report) if o.chunk_seq == seq else {})
+            trace = o.chunk_trace if o.chunk_seq == seq and o.chunk_trace is not None else None
+            k = int(rows[i])
+            states = np.tile(np.concatenate([o.joint_pos[:7], o.ee_pose, [o.gripper_width]]), (k, 1))
+            if trace is not None:  # rows the arm held through (a refusal) keep the last state
+                m = min(len(trace), k)
+                states[:m] = trace[:m]
+                states[np.isnan(states).any(axis=1)] = states[m - 1] if m else states[-1]
+            batch = self._batch(states[:, :7], states[:, 7:10], states[:, 10:14], states[:, 14], [i] * k)
+            reward, success = self.task.evaluate(batch)
+            out.reward[i, :k], out.success[i, :k] = reward, success
+            out.executed[i] = k
+            out.truncated[i, k - 1] = aborted[i]
+            step_ms[i] = (time.monotonic() - t0) * 1e3
+        out.final_state = self._state_now()
+        out.extra = {
+            "rejections": rejections,
+            "aborted": aborted,
+            "chunk_report": reports,
+            "latency_ms": {"step": step_ms, "obs_age": np.array([_age_ms(o) for o in self._obs])},
+        }
+        return out
+
     # ------------------------------------------------------------------ internals
+    def _batch(self, q, tcp_pos, tcp_quat, width, envs) -> Batch:
+        """A task batch of arm states (rows may repeat an env: one row per trace step)."""
+        envs = list(envs)
+        obj_pos = obj_quat = None
+        if self.task.has_object:
+            poses = np.stack([self._object_pose(i) for i in envs])
+            obj_pos, obj_quat = poses[:, :3], canonical(poses[:, 3:], np.array([1.0, 0.0, 0.0, 0.0]))
+        return Batch(
+            np.asarray(q, np.float64),
+            np.zeros((len(envs), 7)),
+            np.asarray(tcp_pos, np.float64),
+            canonical(np.asarray(tcp_quat, np.float64)),
+            np.asarray(width, np.float64),
+            obj_pos,
+            obj_quat,
+            self.goals[envs],
+            self.obj_start[envs],
+        )
+
+    def _object_pose(self, i: int) -> np.ndarray:
+        pose = self._obs[i].objects.get("object")
+        if pose is None:
+            raise LinkLost(
+                f"robot {i}: task {self.task.name} needs the pose of its object, and the observations "
+                "carry none (publish it to the bridge node's object pose topic)"
+            )
+        return np.asarray(pose, np.float64)
+
     def _fresh(self, o: Observation) -> bool:
         return not o.stale and all(cam in o.images for cam in self.cfg.cameras)
 
@@ -205,8 +310,10 @@ class RealRobotEnv(BatchedEnv):
         self._obs[i] = self._await(
             i, Settled(self.cfg.settle_joint_vel), self.cfg.reset_timeout_s, "the arm to settle"
         )
-        self.steps[i] = 0
-        self.episode_return[i] = 0.0
+        layout = self.task.sample(self._rng)
+        self.goals[i] = layout.goal
+        if self.task.has_object:
+            self.obj_start[i] = self._object_pose(i)[:3]
 
     def _wait_recovered(self, i: int) -> None:
         """An arm that is recovering from a reflex (by itself) is waited for; a latched one raises."""
@@ -220,81 +327,6 @@ class RealRobotEnv(BatchedEnv):
             if time.monotonic() > deadline:
                 raise BridgeTimeout(f"robot {i} still {state} after {self.cfg.reset_timeout_s:g} s")
             self.clients[i].observe(timeout=self.cfg.step_timeout_s)  # wait one observation period
-
-    def _execute(self, a: np.ndarray):
-        n, horizon = self.num_envs, a.shape[1]
-        if any(o is None for o in self._obs):
-            raise RuntimeError("call reset() before step()")
-        for c in self.clients:  # a brief heartbeat gap is not a reason to fail the step
-            c.wait_link(self.cfg.step_timeout_s)
-        t0 = time.monotonic()
-        seqs = [
-            c.send_chunk(
-                a[i],
-                self.cfg.action_mode,
-                self.cfg.control_hz,
-                obs=self._obs[i],
-                gripper=self.cfg.gripper,
-                align=self.cfg.align,
-            )
-            for i, c in enumerate(self.clients)
-        ]
-        timeout = self.cfg.step_timeout_s + horizon / self.cfg.control_hz
-        rejections, step_ms = [], np.zeros(n)
-        for i, (c, seq) in enumerate(zip(self.clients, seqs, strict=True)):
-            self._obs[i] = self._await(
-                i,
-                lambda o, c=c, seq=seq: (
-                    (o.chunk_seq >= seq and not o.chunk_active) or any(e.ref_seq == seq for e in c.errors)
-                ),
-                timeout,
-                f"chunk {seq}",
-            )
-            errs = c.take_errors(ref_seq=seq)
-            for e in errs:  # losing control is not a step result: the caller must know
-                if e.code == "latched" or (e.code == "fault" and "LATCHED" in e.message):
-                    raise Latched(e.message)
-                if e.code == "refused":
-                    raise CommandRefused(e.code, e.message)
-            rejections.append([{"code": e.code, "message": e.message} for e in errs])
-            step_ms[i] = (time.monotonic() - t0) * 1e3
-        tcp = np.stack([o.ee_pose[:3] for o in self._obs])
-        reward, success = self.task.evaluate(tcp)
-        self.steps += horizon
-        self.episode_return += reward
-        terminated = success & self.cfg.terminate_on_success
-        truncated = (self.steps >= self.cfg.max_episode_steps) & ~terminated
-        done = terminated | truncated
-        info: dict[str, Any] = {
-            "success": success.copy(),
-            "done": done.copy(),
-            "rejections": rejections,
-            "latency_ms": {"step": step_ms, "obs_age": np.array([_age_ms(o) for o in self._obs])},
-        }
-        if done.any():
-            info["final_state"] = self._state()
-            info["episode_return"] = np.where(done, self.episode_return, 0.0).astype(np.float32)
-            info["episode_length"] = np.where(done, self.steps, 0)
-            if self.cfg.auto_reset:
-                for i in np.flatnonzero(done):
-                    self._reset_one(int(i))
-                    self.task.reset(n, self._rng, index=int(i))
-        return self._batch_obs(), reward, terminated, truncated, info
-
-    def _state(self) -> np.ndarray:
-        robot = np.stack([robot_state(o) for o in self._obs])
-        return np.concatenate([robot, self.task.observe(robot[:, 14:17])], axis=1).astype(np.float32)
-
-    def _batch_obs(self) -> Obs:
-        images = {}
-        for cam, shape in self.cfg.cameras.items():
-            frames = [o.images[cam] for o in self._obs]
-            for i, f in enumerate(frames):
-                if f.shape != shape:
-                    raise ValueError(f"robot {i} camera {cam!r} sends {f.shape}, the env expects {shape}")
-            images[cam] = np.stack(frames)
-        instruction = [o.instruction or self.task.instruction for o in self._obs]
-        return {"state": self._state(), "images": images, "instruction": instruction}
 
 
 def _age_ms(o: Observation) -> float:

@@ -36,6 +36,9 @@ COMMAND_NAMES = (
     "status",  # ask for a Status reply
 )
 STATUS_STATES = ("IDLE", "ACTIVE", "HOLD", "LINK_LOST", "ESTOP", "REFLEX", "RECOVERING", "LATCHED")
+#: Columns of ``Observation.chunk_trace``: the arm one control period after each row was applied.
+TRACE_COLUMNS = (("joint_pos", 7), ("ee_pose", 7), ("gripper_width", 1))
+TRACE_WIDTH = sum(w for _, w in TRACE_COLUMNS)
 
 Scalar = bool | int | float | str
 
@@ -74,6 +77,14 @@ class Observation(_Base, kw_only=True, tag="observation"):
     hops: dict[str, int] = {}
     chunk_seq: int = -1  # newest action chunk the server accepted when this was captured (-1: none)
     chunk_active: bool = False  # whether that chunk was still executing at capture time
+    #: What the server did with chunk ``chunk_seq`` so far: rows, applied, skipped, and rows it had
+    #: to change (scaled: larger than one tick allows; clamped: joint limit, workspace box or
+    #: gripper range; lead_clamped: the arm lagged its target by more than the allowed lead).
+    chunk_report: dict[str, int] = {}
+    #: Once chunk ``chunk_seq`` has ended: the arm one control period after each of its rows
+    #: [rows, 15] (``TRACE_COLUMNS``), so a learner scores every row as a simulator does.
+    chunk_trace: np.ndarray | None = None
+    objects: dict[str, np.ndarray] = {}  # tracked object poses [7] (x y z qw qx qy qz, base frame)
 
     def __post_init__(self):
         _float_vector("joint_pos", self.joint_pos)
@@ -87,6 +98,15 @@ class Observation(_Base, kw_only=True, tag="observation"):
                     f"images[{cam}] must be uint8 [H, W, C], got {img.dtype} {img.shape}"
                 ),
             )
+        t = self.chunk_trace
+        if t is not None:
+            _require(isinstance(t, np.ndarray), "chunk_trace must be an array")
+            _require(
+                t.ndim == 2 and t.shape[1] == TRACE_WIDTH and t.dtype.kind == "f",
+                lambda: f"chunk_trace must be float [rows, {TRACE_WIDTH}], got {t.dtype} {t.shape}",
+            )
+        for name, pose in self.objects.items():
+            _float_vector(f"objects[{name}]", pose, 7)
 
 
 class ActionChunk(_Base, kw_only=True, tag="action_chunk"):

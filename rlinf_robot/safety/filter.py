@@ -92,6 +92,20 @@ class SafetyFilter:
                     self.counters[adj] += 1
         return result
 
+    def check_target(self, q: np.ndarray, gripper: float | None = None) -> SafeAction | Rejection:
+        """The absolute checks alone for a joint target whose step was already bounded (a delta
+        chunk's row, resolved by ``safety.deltas``): finite, inside the joint limits, TCP inside the
+        workspace box, gripper in range. No step scaling: the step is the plan's, not this tick's."""
+        values = np.asarray(q, dtype=np.float64)
+        result = self._check(ArmAction("joint_position", values, gripper), RobotState(joint_pos=values))
+        with self._lock:
+            self.counters["checked"] += 1
+            key = "rejected" if isinstance(result, Rejection) else "accepted"
+            self.counters[key] += 1
+            if isinstance(result, Rejection):
+                self.counters[f"rejected_{result.reason}"] += 1
+        return result
+
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self.counters)

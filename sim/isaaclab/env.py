@@ -18,9 +18,9 @@ import importlib.metadata
 
 import numpy as np
 
+from rlinf_robot.envs.actions import safe_action_spec
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
 from rlinf_robot.errors import ConfigError
-from sim.actions import check_actions, safe_action_spec
 from sim.isaaclab import mapping
 from sim.isaaclab.config import IsaacLabConfig
 from sim.isaaclab.tasks import IsaacLabTask
@@ -123,15 +123,25 @@ class IsaacLabEnv(BatchedEnv):
         self.obs_spec = ObsSpec((sum(w for _, w in fields),), {}, fields)
         self._state: np.ndarray | None = None
 
-    def reset(self, seed: int | None = None) -> Obs:
+    # ------------------------------------------------------------------ BatchedEnv hooks
+    # Isaac Lab ends and resets episodes inside its own step (its time-out and the success term
+    # added above), so they come back as the simulator's own ends; rows after an env's end get a
+    # zero delta (Isaac Lab resets it at once, so it holds its new start until the chunk ends).
+    def _reset_all(self, seed: int | None) -> None:
         self._env.reset(seed=seed)
         self._state = self._read_state()
+
+    def _reset_envs(self, idx: np.ndarray) -> None:
+        """Nothing to do: Isaac Lab reset these envs in the step that ended them."""
+
+    def _observe(self) -> Obs:
         return self._obs()
 
-    def step(self, actions: np.ndarray):
-        if self._state is None:
-            raise RuntimeError("call reset() before step()")
-        a = check_actions(actions, self.action_spec, self.num_envs)
+    def _state_now(self) -> np.ndarray:
+        return self._state
+
+    def _advance(self, actions: np.ndarray, active: np.ndarray):
+        a = np.where(active[:, None], actions, 0.0).astype(np.float32)
         if self.cfg.action_mode == "ee_delta":
             raw = mapping.ee_delta_action(a, self._state[:, 17:21], self._ik_scale, self._ik_offset, self.gripper)
         else:
@@ -142,9 +152,9 @@ class IsaacLabEnv(BatchedEnv):
         _, reward, terminated, truncated, _ = self._env.step(act)
         success = _np(self._env.termination_manager.get_term("success")).astype(bool)
         self._state = self._read_state()
-        term, trunc = _np(terminated).astype(bool), _np(truncated).astype(bool)
-        info = {"success": success, "done": term | trunc}
-        return self._obs(), _np(reward).astype(np.float32), term, trunc, info
+        term = _np(terminated).astype(bool) & ~success  # success is BatchedEnv's to judge...
+        term |= success  # ...but Isaac Lab has already reset a successful env: it ended here
+        return _np(reward).astype(np.float32), success, term, _np(truncated).astype(bool)
 
     def close(self) -> None:
         self._env.close()

@@ -3,8 +3,10 @@
 CPU backend: N single-env PhysX CPU scenes (ManiSkill cannot batch CPU physics in one scene), each
 stepped in turn, state observations only. GPU backend: one PhysX GPU scene holding all N envs; its
 tensors come back as one batch (one device-to-host copy per key, no per-env copies), images from the
-task's ``base_camera`` as the ``front`` camera. Either way we keep our own episode clock and reset
-envs at the step that ends them, like the MuJoCo envs.
+task's ``base_camera`` as the ``front`` camera. Either way the episode rules are ``BatchedEnv``'s
+(our own clock; an env whose episode ended stands still until the chunk ends, then resets): on the
+CPU backend a finished env's scene is not stepped, on the GPU backend it is sent a zero delta, which
+ManiSkill's target-delta controllers hold.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import contextlib
 
 import numpy as np
 
+from rlinf_robot.envs.actions import safe_action_spec
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
-from sim.actions import check_actions, safe_action_spec
 from sim.maniskill import mapping
 from sim.maniskill.config import ManiSkillConfig
 from sim.maniskill.tasks import ManiSkillTask
@@ -49,8 +51,8 @@ class ManiSkillEnv(BatchedEnv):
         first = self._envs[0]
         self.scales = mapping.ControllerScales.from_configs(first.agent.controller.configs)
         self.action_spec = safe_action_spec(cfg.action_mode, cfg.gripper, float(first.control_freq))
-        self.max_steps = cfg.max_episode_steps or gym.spec(task.env_id).max_episode_steps or 100
-        self.steps = np.zeros(self.num_envs, np.int64)
+        self.max_episode_steps = cfg.max_episode_steps or gym.spec(task.env_id).max_episode_steps or 100
+        self.terminate_on_success = bool(cfg.terminate_on_success)
         self._rngs = [np.random.default_rng([cfg.seed or 0, i]) for i in range(self.num_envs)]
         self._last: dict | None = None
         # The task columns are whatever ManiSkill's "extra" observation holds: read them once.
@@ -75,52 +77,53 @@ class ManiSkillEnv(BatchedEnv):
         finally:
             self._torch.set_num_threads(before)
 
-    # ------------------------------------------------------------------ API
-    def reset(self, seed: int | None = None) -> Obs:
+    # ------------------------------------------------------------------ BatchedEnv hooks
+    def _reset_all(self, seed: int | None) -> None:
         with self._cpu_threads():
-            return self._reset(seed)
+            if seed is not None:
+                self._rngs = [np.random.default_rng([seed, i]) for i in range(self.num_envs)]
+            if self.cfg.backend == "cpu":
+                self._last = self._merge([e.reset(seed=self._episode_seed(i))[0] for i, e in enumerate(self._envs)])
+            else:
+                seeds = [self._episode_seed(i) for i in range(self.num_envs)]
+                self._last = self._batch(self._envs[0].reset(seed=seeds)[0])
 
-    def step(self, actions: np.ndarray):
+    def _reset_envs(self, idx: np.ndarray) -> None:
         with self._cpu_threads():
-            return self._step(actions)
+            self._reset_done(idx)
 
-    def _reset(self, seed: int | None) -> Obs:
-        if seed is not None:
-            self._rngs = [np.random.default_rng([seed, i]) for i in range(self.num_envs)]
-        self.steps[:] = 0
-        if self.cfg.backend == "cpu":
-            self._last = self._merge([e.reset(seed=self._episode_seed(i))[0] for i, e in enumerate(self._envs)])
-        else:
-            seeds = [self._episode_seed(i) for i in range(self.num_envs)]
-            self._last = self._batch(self._envs[0].reset(seed=seeds)[0])
+    def _observe(self) -> Obs:
         return self._obs(self._last)
 
-    def _step(self, actions: np.ndarray):
-        if self._last is None:
-            raise RuntimeError("call reset() before step()")
-        a = check_actions(actions, self.action_spec, self.num_envs)
+    def _state_now(self) -> np.ndarray:
+        return self._state(self._last)
+
+    def _advance(self, actions: np.ndarray, active: np.ndarray):
+        with self._cpu_threads():
+            return self._step(actions, active)
+
+    def _step(self, actions: np.ndarray, active: np.ndarray):
+        a = np.where(active[:, None], actions, 0.0).astype(np.float32)
+        if self.action_spec.gripper:  # a finished env keeps its fingers where they are
+            a[~active, -1] = self._last["qpos"][~active, 7:9].sum(axis=1)
         ms = self._torch.from_numpy(mapping.to_maniskill_action(a, self.cfg.action_mode, self.cfg.gripper, self.scales))
+        n = self.num_envs
+        reward, success = np.zeros(n, np.float32), np.zeros(n, bool)
         if self.cfg.backend == "cpu":
-            outs = [e.step(ms[i : i + 1]) for i, e in enumerate(self._envs)]
-            raw = self._merge([o[0] for o in outs])
-            reward = np.concatenate([_np(o[1]).reshape(1) for o in outs])
-            success = np.concatenate([_np(o[4]["success"]).reshape(1) for o in outs]).astype(bool)
+            live = np.flatnonzero(active)
+            outs = {int(i): self._envs[i].step(ms[i : i + 1]) for i in live}
+            fresh = {i: self._batch(o[0], 1) for i, o in outs.items()}
+            self._write_rows(fresh)
+            for i, o in outs.items():
+                reward[i] = float(_np(o[1]).reshape(()))
+                success[i] = bool(_np(o[4]["success"]).reshape(()))
         else:
             out = self._envs[0].step(ms.to(self._envs[0].device))
-            raw = self._batch(out[0])
-            reward = _np(out[1]).reshape(self.num_envs)
-            success = _np(out[4]["success"]).reshape(self.num_envs).astype(bool)
-        reward = reward.astype(np.float32)
-        self.steps += 1
-        terminated = success & self.cfg.terminate_on_success
-        truncated = (self.steps >= self.max_steps) & ~terminated
-        done = terminated | truncated
-        info = {"success": success, "done": done.copy()}
-        self._last = raw
-        if done.any():
-            info["final_state"] = self._state(raw)
-            self._reset_done(np.flatnonzero(done))
-        return self._obs(self._last), reward, terminated, truncated, info
+            self._last = self._batch(out[0])
+            reward = _np(out[1]).reshape(n).astype(np.float32)
+            success = _np(out[4]["success"]).reshape(n).astype(bool)
+        none = np.zeros(n, bool)
+        return reward.astype(np.float32), success, none, none
 
     def close(self) -> None:
         for e in self._envs:
@@ -131,19 +134,21 @@ class ManiSkillEnv(BatchedEnv):
     def _episode_seed(self, i: int) -> int:
         return int(self._rngs[i].integers(0, 2**31 - 1))
 
+    def _write_rows(self, fresh: dict[int, dict]) -> None:
+        """Overwrite rows of the batch with single-env batches (CPU backend)."""
+        for key, value in self._last.items():
+            if isinstance(value, dict):
+                continue
+            for i, f in fresh.items():
+                value[i] = f[key][0]
+        for i, f in fresh.items():
+            for k, v in f["extra"].items():
+                self._last["extra"][k][i] = v[0]
+
     def _reset_done(self, idx: np.ndarray) -> None:
-        self.steps[idx] = 0
         if self.cfg.backend == "cpu":
             parts = {int(i): self._envs[i].reset(seed=self._episode_seed(int(i)))[0] for i in idx}
-            fresh = {i: self._batch(o, 1) for i, o in parts.items()}
-            for key, value in self._last.items():
-                if isinstance(value, dict):
-                    continue
-                for i, f in fresh.items():
-                    value[i] = f[key][0]
-            for i, f in fresh.items():
-                for k, v in f["extra"].items():
-                    self._last["extra"][k][i] = v[0]
+            self._write_rows({i: self._batch(o, 1) for i, o in parts.items()})
         else:
             env = self._envs[0]
             raw, _ = env.reset(options={"env_idx": self._torch.as_tensor(idx, device=env.device)})

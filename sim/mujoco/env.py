@@ -1,12 +1,15 @@
 """The batched MuJoCo FR3 env: one model, N MjData, stepped in a thread pool (MuJoCo drops the GIL).
 
-A control tick mirrors the franka node: the action is turned into joint position targets through the
-same safety semantics as the real arm (control.py), the targets are held for ``500 / control_hz``
-physics substeps of the FR3's joint servos, then the state is read back for all envs at once.
+A control tick mirrors the arm: the action becomes a joint position target by the rule the bridge
+applies on the robot PC (``rlinf_robot.safety.deltas``: relative to the last commanded target,
+bounded like the safety filter bounds a tick), the target is held for ``500 / control_hz`` physics
+substeps of the FR3's joint servos, then the state is read back for all envs at once. Episode
+rules (time limit, success, resets after a chunk) are ``BatchedEnv``'s, shared with the arm.
 
 With domain randomization each env owns a copy of the model (parameters differ per env and per
-episode); without it all envs share one. Envs reset themselves at the step that ends their episode:
-``info["final_state"]`` holds the state vector that ended it and ``info["success"]`` its outcome.
+episode); without it all envs share one. An env whose episode ended stands still
+(its physics is not stepped) until the chunk ends, then resets: ``info["final_state"]`` holds the
+state vector that ended it and ``info["success"]`` its outcome.
 """
 
 from __future__ import annotations
@@ -17,15 +20,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from rlinf_robot.envs.actions import safe_action_spec
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
+from rlinf_robot.envs.tasks import READY_Q, Batch, Task
 from rlinf_robot.errors import ConfigError
-from sim.actions import check_actions
+from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH
+from rlinf_robot.rotations import DOWN
+from rlinf_robot.safety.deltas import DeltaRule
 from sim.mujoco import dr_apply
 from sim.mujoco.config import MujocoConfig
-from sim.mujoco.control import GRIPPER_MAX_WIDTH, ActionMapper
 from sim.mujoco.scene import build_model
-from sim.mujoco.tasks.base import READY_Q, Batch, Task
-from sim.quat import DOWN
 
 _CTRL_PER_METRE = 255.0 / GRIPPER_MAX_WIDTH  # the hand actuator's ctrl range 0..255 spans 0..8 cm
 GRIP_STIFFNESS_SCALE = 10.0
@@ -60,7 +64,7 @@ def tune_servos(model) -> None:
 
 
 class MujocoFR3Env(BatchedEnv):
-    def __init__(self, task: Task, num_envs: int, cfg: MujocoConfig):
+    def __init__(self, task: Task, num_envs: int, cfg: MujocoConfig, scene: str):
         import mujoco
 
         self._mj = mujoco
@@ -68,11 +72,12 @@ class MujocoFR3Env(BatchedEnv):
         if task.gripper and cfg.gripper is False:
             raise ConfigError(f"{task.name} needs the gripper column: gripper must be True (or unset)")
         self.gripper = task.gripper if cfg.gripper is None else bool(cfg.gripper)
-        self.max_steps = cfg.max_episode_steps or max(1, round(task.episode_seconds * cfg.control_hz))
+        self.max_episode_steps = cfg.max_episode_steps or max(1, round(task.episode_seconds * cfg.control_hz))
+        self.terminate_on_success = bool(cfg.terminate_on_success)
         self.substeps = cfg.substeps
         self.dr = cfg.randomization
 
-        base = build_model(task.xml, cfg.full_meshes)
+        base = build_model(scene, cfg.full_meshes)
         tune_servos(base)
         self.nominal = dr_apply.Nominal.capture(base)
         n = self.num_envs
@@ -84,14 +89,13 @@ class MujocoFR3Env(BatchedEnv):
         goal_body = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_BODY, "goal")
         self._goal_mocap = int(base.body_mocapid[goal_body]) if goal_body >= 0 else -1
 
-        self.mapper = ActionMapper(cfg.action_mode, self.gripper, cfg.control_hz)
-        self.action_spec = self.mapper.spec
+        self.rule = DeltaRule(cfg.action_mode, self.gripper, cfg.control_hz)
+        self.action_spec = safe_action_spec(cfg.action_mode, self.gripper, cfg.control_hz, self.rule.limits)
         images = {c: (cfg.image_size, cfg.image_size, 3) for c in cfg.cameras} if cfg.image_size else {}
         fields = ROBOT_STATE_FIELDS + task.features
         self.obs_spec = ObsSpec((sum(w for _, w in fields),), images, fields)
         self.instruction = task.instruction
 
-        self._jac = np.zeros((n, 6, base.nv))  # TCP Jacobian rows: linear xyz, angular xyz
         self._hand = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_BODY, "hand")
         self._qpos = np.zeros((n, base.nq))
         self._qvel = np.zeros((n, base.nv))
@@ -102,8 +106,6 @@ class MujocoFR3Env(BatchedEnv):
         self._nstep = np.full(n, self.substeps, np.int64)
         self.goal = np.zeros((n, 3))
         self.obj_start = np.zeros((n, 3))
-        self.steps = np.zeros(n, np.int64)
-        self.episode_return = np.zeros(n, np.float64)
         self.delay = np.zeros(n, np.int64)
         max_delay = self.dr.action_delay_steps[1] if self.dr is not None else 0
         self._history = np.zeros((n, max_delay + 1, self.action_spec.shape[0]), np.float32)
@@ -111,10 +113,11 @@ class MujocoFR3Env(BatchedEnv):
         self._layout_rngs: list[np.random.Generator] = []
         self._dr_rngs: list[np.random.Generator] = []
         self._step_rng = np.random.default_rng(0)
+        self._noise: np.ndarray | None = None  # observation noise of the current tick (DR)
 
         threads = cfg.num_threads or min(len(os.sched_getaffinity(0)), max(1, n // 4))
         threads = min(threads, n)
-        self._chunks = [list(range(k, n, threads)) for k in range(threads)]
+        self._threads = threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="mjstep") if threads > 1 else None
         self._rig = None
         if cfg.image_size:
@@ -122,51 +125,58 @@ class MujocoFR3Env(BatchedEnv):
 
             self._rig = CameraRig(base, cfg.cameras, cfg.image_size, cfg.full_meshes)
 
-    # ------------------------------------------------------------------ API
-    def reset(self, seed: int | None = None) -> Obs:
+    # ------------------------------------------------------------------ BatchedEnv hooks
+    def _reset_all(self, seed: int | None) -> None:
         if seed is not None or not self._layout_rngs:
             if seed is None:
                 seed = self.cfg.seed if self.cfg.seed is not None else int(np.random.SeedSequence().entropy % 2**63)
             self._seed(int(seed))
         for i in range(self.num_envs):
             self._reset_env(i)
+        self._draw_noise()
         self._batch = self._gather()
+
+    def _reset_envs(self, idx: np.ndarray) -> None:
+        for i in idx:
+            self._reset_env(int(i))
+        self._draw_noise()
+        self._batch = self._gather()
+
+    def _draw_noise(self) -> None:
+        """Observation noise is drawn once per tick (and reset), not per observation, so a chunk
+        of H rows sees the same noise as H single steps."""
+        if self.dr is not None and self.dr.obs_noise_std > 0:
+            shape = (self.num_envs, int(self.obs_spec.state_shape[0]))
+            self._noise = self._step_rng.normal(0.0, self.dr.obs_noise_std, shape).astype(np.float32)
+
+    def _observe(self) -> Obs:
         return self._obs(self._batch)
 
-    def step(self, actions: np.ndarray):
-        if self._batch is None:
-            raise RuntimeError("call reset() before step()")
-        a = check_actions(actions, self.action_spec, self.num_envs)
+    def _state_now(self) -> np.ndarray:
+        return self._state(self._batch)
+
+    def _advance(self, actions: np.ndarray, active: np.ndarray):
+        a = actions
         if self._history.shape[1] > 1:  # action delay: apply the action from `delay` ticks ago
-            self._history[:, 1:] = self._history[:, :-1]
-            self._history[:, 0] = a
+            live = np.flatnonzero(active)
+            self._history[live, 1:] = self._history[live, :-1]
+            self._history[live, 0] = a[live]
             a = self._history[np.arange(self.num_envs), self.delay]
         b = self._batch
-        self._targets, width = self.mapper.targets(a, b.q, b.tcp_pos, self._jac[:, :, :7])
-        if width is not None:
-            self._gripper_ctrl = width * _CTRL_PER_METRE
+        anchor = self.rule.anchor(self._targets, b.q)
+        plan = self.rule.plan(anchor[active], a[active][:, None])
+        self._targets[active] = plan.targets[:, 0]
+        if plan.widths is not None:
+            self._gripper_ctrl[active] = plan.widths[:, 0] * _CTRL_PER_METRE
         if self.dr is not None and self.dr.control_jitter > 0:
             u = self._step_rng.uniform(-1.0, 1.0, self.num_envs)
             self._nstep = np.maximum(1, np.rint(self.substeps * (1.0 + self.dr.control_jitter * u))).astype(np.int64)
-        self._physics()
-
+        self._physics(np.flatnonzero(active))
+        self._draw_noise()
         b = self._batch = self._gather()
         reward, success = self.task.evaluate(b)
-        reward = reward.astype(np.float32)
-        self.steps += 1
-        self.episode_return += reward
-        terminated = success & self.cfg.terminate_on_success
-        truncated = (self.steps >= self.max_steps) & ~terminated
-        done = terminated | truncated
-        info = {"success": success.copy(), "done": done.copy()}
-        if done.any():
-            info["final_state"] = self._state(b)
-            info["episode_return"] = np.where(done, self.episode_return, 0.0).astype(np.float32)
-            info["episode_length"] = np.where(done, self.steps, 0)
-            for i in np.flatnonzero(done):
-                self._reset_env(int(i))
-            self._batch = self._gather()
-        return self._obs(self._batch), reward, terminated, truncated, info
+        none = np.zeros(self.num_envs, bool)
+        return reward.astype(np.float32), success, none, none
 
     def close(self) -> None:
         if self._pool is not None:
@@ -213,25 +223,26 @@ class MujocoFR3Env(BatchedEnv):
         d.ctrl[:7] = layout.arm_q
         d.ctrl[7] = self._gripper_ctrl[i]
         mj.mj_forward(m, d)
-        mj.mj_jacSite(m, d, self._jac[i, :3], self._jac[i, 3:], self._tcp)
         self._copy_out(i, d)
         self.goal[i] = layout.goal
         self.obj_start[i] = layout.obj_pos if layout.obj_pos is not None else 0.0
-        self.steps[i] = 0
-        self.episode_return[i] = 0.0
-        self._history[i] = self.mapper.noop(1, layout.gripper_width)[0]
+        self._history[i] = 0.0  # "hold still" (delta 0) at the start width
+        if self.gripper:
+            self._history[i, :, -1] = layout.gripper_width
 
     # -------------------------------------------------------------- physics
-    def _physics(self) -> None:
+    def _physics(self, envs: np.ndarray) -> None:
+        """Step the envs ``envs`` (the others stand still), spread over the pool's threads."""
         if self._pool is None:
-            self._step_envs(self._chunks[0])
-        else:
-            for f in [self._pool.submit(self._step_envs, c) for c in self._chunks]:
-                f.result()
+            self._step_envs(envs.tolist())
+            return
+        parts = [p for p in (envs[k :: self._threads].tolist() for k in range(self._threads)) if p]
+        for f in [self._pool.submit(self._step_envs, p) for p in parts]:
+            f.result()
 
     def _step_envs(self, indices: list[int]) -> None:
-        """Hold each env's targets for its substeps, then refresh kinematics and the TCP Jacobian
-        (mj_step leaves positions computed *before* its last integration)."""
+        """Hold each env's targets for its substeps, then refresh kinematics (mj_step leaves
+        positions computed *before* its last integration)."""
         mj = self._mj
         for i in indices:
             m, d = self.models[i], self.datas[i]
@@ -239,8 +250,6 @@ class MujocoFR3Env(BatchedEnv):
             d.ctrl[7] = self._gripper_ctrl[i]
             mj.mj_step(m, d, int(self._nstep[i]))
             mj.mj_kinematics(m, d)
-            mj.mj_comPos(m, d)
-            mj.mj_jacSite(m, d, self._jac[i, :3], self._jac[i, 3:], self._tcp)
             self._copy_out(i, d)
 
     def _copy_out(self, i: int, d) -> None:
@@ -271,7 +280,7 @@ class MujocoFR3Env(BatchedEnv):
 
     def _obs(self, b: Batch) -> Obs:
         state = self._state(b)
-        if self.dr is not None and self.dr.obs_noise_std > 0:
-            state += self._step_rng.normal(0.0, self.dr.obs_noise_std, state.shape).astype(np.float32)
+        if self._noise is not None:
+            state += self._noise
         images = self._rig.render(self.models, self.datas) if self._rig is not None else {}
         return {"state": state, "images": images, "instruction": [self.instruction] * self.num_envs}

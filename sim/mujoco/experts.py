@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlinf_robot.envs.tasks.lift import GRASP_HEIGHT
+from rlinf_robot.envs.tasks.push import HALF as PUSH_HALF
+from rlinf_robot.envs.tasks.push import PUSH_HEIGHT
 from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH
 from rlinf_robot.rotations import rotvec_between
-from sim.mujoco.tasks.lift import GRASP_HEIGHT
-from sim.mujoco.tasks.push import HALF as PUSH_HALF
-from sim.mujoco.tasks.push import PUSH_HEIGHT
 
 _STEP = 0.02  # m per tick (the safety filter's cap at <= 25 Hz)
 _GAIN = 1.5  # proportional gain on the position error (per tick)

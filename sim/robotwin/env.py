@@ -11,8 +11,9 @@ import os
 
 import numpy as np
 
+from rlinf_robot.envs.actions import safe_action_spec
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
-from sim.actions import check_actions, safe_action_spec
+from rlinf_robot.safety.deltas import MAX_TARGET_LEAD
 from sim.robotwin import mapping
 from sim.robotwin.config import RoboTwinConfig
 from sim.robotwin.tasks import RoboTwinTask
@@ -57,43 +58,50 @@ class RoboTwinEnv(BatchedEnv):
         self._rngs = [np.random.default_rng([cfg.seed or 0, i]) for i in range(self.num_envs)]
         self._venv = VectorEnv(task_config=task_config(task, cfg), n_envs=self.num_envs,
                                env_seeds=[self._episode_seed(i) for i in range(self.num_envs)])
-        self.steps = np.zeros(self.num_envs, np.int64)
+        self.max_episode_steps = int(cfg.max_episode_steps)
+        self.terminate_on_success = True  # RoboTwin's episodes end when its task succeeds
         self._raw: list[dict] | None = None
         self._prev: np.ndarray | None = None
+        self._cmd: np.ndarray | None = None  # last commanded joint targets
 
-    def reset(self, seed: int | None = None) -> Obs:
+    # ------------------------------------------------------------------ BatchedEnv hooks
+    def _reset_all(self, seed: int | None) -> None:
         if seed is not None:
             self._rngs = [np.random.default_rng([seed, i]) for i in range(self.num_envs)]
         self._venv.reset(env_idx=None, env_seeds=[self._episode_seed(i) for i in range(self.num_envs)])
         self._raw = self._venv.get_obs()
         self._prev = None
-        self.steps[:] = 0
+        self._cmd = None
+
+    def _reset_envs(self, idx: np.ndarray) -> None:
+        ids = [int(i) for i in idx]
+        self._venv.reset(env_idx=ids, env_seeds=[self._episode_seed(i) for i in ids])
+        self._raw = self._venv.get_obs()
+        if self._cmd is not None:
+            self._cmd[ids] = self._qpos()[ids]
+
+    def _observe(self) -> Obs:
         return self._obs()
 
-    def step(self, actions: np.ndarray):
-        if self._raw is None:
-            raise RuntimeError("call reset() before step()")
-        a = check_actions(actions, self.action_spec, self.num_envs)
+    def _state_now(self) -> np.ndarray:
+        return self._obs()["state"]
+
+    def _advance(self, actions: np.ndarray, active: np.ndarray):
+        """Joint deltas relative to the last commanded target, at most ``MAX_TARGET_LEAD`` ahead of
+        the measured joints (``rlinf_robot.safety.deltas``' rule). RoboTwin steps every scene: a
+        finished env is sent its previous target again, so it holds."""
         qpos = self._qpos()
-        target = mapping.to_robotwin_action(a, qpos, self.cfg.arm, self.cfg.gripper, _ARM_DOF)
+        held = qpos.copy() if self._cmd is None else self._cmd
+        anchor = qpos + np.clip(held - qpos, -MAX_TARGET_LEAD, MAX_TARGET_LEAD)
+        target = mapping.to_robotwin_action(actions, anchor, self.cfg.arm, self.cfg.gripper, _ARM_DOF)
+        target[~active] = held[~active]
+        self._cmd = target
         raw, reward, terminated, _, infos = self._venv.step(target[:, None, :].astype(np.float32))
         self._raw, self._prev = list(raw), qpos
         reward = np.asarray(reward, np.float32).reshape(self.num_envs)
         term = np.asarray(terminated, bool).reshape(self.num_envs)
         success = np.array([bool(i.get("success", False)) for i in infos]) if infos else term.copy()
-        self.steps += 1
-        trunc = (self.steps >= self.cfg.max_episode_steps) & ~term
-        done = term | trunc
-        info = {"success": success, "done": done.copy()}
-        obs = self._obs()
-        if done.any():
-            info["final_state"] = obs["state"]
-            idx = np.flatnonzero(done).tolist()
-            self._venv.reset(env_idx=idx, env_seeds=[self._episode_seed(i) for i in idx])
-            self._raw = self._venv.get_obs()
-            self.steps[done] = 0
-            obs = self._obs()
-        return obs, reward, term, trunc, info
+        return reward, success, term & ~success, np.zeros(self.num_envs, bool)
 
     def close(self) -> None:
         self._venv.close()

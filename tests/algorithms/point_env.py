@@ -16,7 +16,8 @@ from rlinf_robot.envs.spec import ActionSpec, BatchedEnv, ObsSpec
 class PointReachEnv(BatchedEnv):
     def __init__(self, num_envs: int = 8, max_steps: int = 30, image_size: int = 0, seed: int = 0):
         self.num_envs = num_envs
-        self.max_steps = max_steps
+        self.max_episode_steps = max_steps
+        self.terminate_on_success = True
         self.image_size = image_size
         high = np.array([0.02] * 3 + [0.1] * 3, np.float32)
         self.action_spec = ActionSpec("ee_delta", (6,), -high, high, 20.0)
@@ -24,12 +25,10 @@ class PointReachEnv(BatchedEnv):
         self._rng = np.random.default_rng(seed)
         self.pos = np.zeros((num_envs, 3), np.float32)
         self.goal = np.zeros((num_envs, 3), np.float32)
-        self.t = np.zeros(num_envs, np.int64)
 
     def _reset_idx(self, idx):
         self.pos[idx] = 0.0
         self.goal[idx] = self._rng.uniform(-0.1, 0.1, (len(idx), 3)).astype(np.float32)
-        self.t[idx] = 0
 
     def _obs(self):
         obs = {"state": np.concatenate([self.pos, self.goal - self.pos], 1) * 10.0, "images": {}}
@@ -45,26 +44,29 @@ class PointReachEnv(BatchedEnv):
             obs["images"] = {"front": img}
         return obs
 
-    def reset(self, seed=None):
+    # BatchedEnv hooks: the base class runs the episode rules (time limit, success, resets)
+    def _reset_all(self, seed):
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         self._reset_idx(np.arange(self.num_envs))
+
+    def _reset_envs(self, idx):
+        self._reset_idx(idx)
+
+    def _observe(self):
         return self._obs()
 
-    def step(self, actions):
+    def _state_now(self):
+        return self._obs()["state"]
+
+    def _advance(self, actions, active):
         a = self.action_spec.clip(np.asarray(actions, np.float32))
-        self.pos += a[:, :3]
-        self.t += 1
+        self.pos[active] += a[active, :3]
         dist = np.linalg.norm(self.goal - self.pos, axis=1)
         success = dist < 0.02
         reward = (-dist * 10.0 + success * 1.0).astype(np.float32)
-        terminated = success
-        truncated = (self.t >= self.max_steps) & ~terminated
-        done = np.flatnonzero(terminated | truncated)
-        info = {"success": success.copy()}
-        if len(done):
-            self._reset_idx(done)
-        return self._obs(), reward, terminated, truncated, info
+        none = np.zeros(self.num_envs, bool)
+        return reward, success, none, none
 
     def expert_actions(self) -> np.ndarray:
         """A scripted expert: move straight at the goal at full speed."""

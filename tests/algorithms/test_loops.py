@@ -37,16 +37,16 @@ def test_obs_stacking_and_indexing():
     assert sub["instruction"] == ["reach the goal"] * 2
 
 
-def test_episode_success_of_a_chunk_uses_the_step_that_ended_it():
-    term = np.array([True, False])
-    info = {
-        "steps": [
-            {"success": np.array([False, False])},
-            {"success": np.array([True, False])},
-            {"success": np.array([False, True])},
-        ]
-    }
-    assert episode_success(info, term, ~term).tolist() == [True, True]
+def test_episode_success_of_a_chunk_is_the_state_that_ended_it():
+    env = PointReachEnv(2, max_steps=50)
+    env.reset(seed=0)
+    env.pos[:] = env.goal - np.array([0.03, 0.0, 0.0], np.float32)  # 3 cm short: 2 rows of 1.5 cm
+    chunk = np.zeros((2, 4, 6), np.float32)
+    chunk[:, :2, 0] = 0.015
+    chunk[1, 2:, 0] = -0.02  # env 1 moves away again within the chunk
+    _, _, term, trunc, info = env.chunk_step(chunk)
+    # success is judged at the chunk's end: env 0 ends there in success, env 1 left the goal again
+    assert term.tolist() == [True, False] and episode_success(info, term, trunc).tolist() == [True, False]
     tracker = EpisodeTracker(2)
     tracker.update(np.array([1.0, 2.0]), np.array([False, True]), np.array([False, True]))
     tracker.update(np.array([1.0, 2.0]), np.array([True, False]), np.array([False, False]))

@@ -5,20 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlinf_robot.bridge.backend import FR3_HOME
-from rlinf_robot.bridge.ik import tcp_pose
 from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv, Settled
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS
 from rlinf_robot.errors import ConfigError, Latched, LinkLost
 from rlinf_robot.protocol import Observation
+from rlinf_robot.robot.franka.model import HOME_Q, tcp_pose
 
-HOME_TCP = tcp_pose(FR3_HOME)[:3]
+HOME_TCP = tcp_pose(HOME_Q)[:3]
 
 
 @pytest.fixture
 def env(server, make_client):
     goal = HOME_TCP + np.array([0.04, -0.03, -0.05])
-    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="reach", task_args={"goal": goal.tolist()},
+    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="fr3-reach", task_options={"goal": goal.tolist()},
                         max_episode_steps=200, cameras={"front": (48, 64, 3)}, auto_reset=False)
     e = RealRobotEnv(make_client(server), cfg)
     yield e
@@ -34,7 +33,7 @@ def test_spec_matches_the_sim_layout(env):
 def test_reset_homes_and_a_p_controller_reaches_the_goal(env, arm):
     obs = env.reset(seed=0)
     assert obs["state"].shape == (1, 28) and obs["state"].dtype == np.float32
-    assert obs["images"]["front"].shape == (1, 48, 64, 3) and obs["instruction"] == ["reach"]
+    assert obs["images"]["front"].shape == (1, 48, 64, 3) and obs["instruction"] == ["reach"]  # the robot's
     assert arm.entries("home")
     sl = env.obs_spec.state_slices()
     np.testing.assert_allclose(obs["state"][0, sl["tcp_pos"]], HOME_TCP, atol=1e-6)
@@ -89,8 +88,53 @@ def test_a_stale_camera_is_never_silently_reused(env, arm):
         env.step(np.zeros((1, 6), np.float32))
 
 
+def test_chunk_past_the_time_limit_is_cut_and_the_rest_never_reaches_the_arm(server, make_client, arm):
+    """A 4-row chunk with 2 steps left in the episode: 2 rows are sent, the episode ends (truncated)
+    with the arm where those 2 rows took it, and the arm never sees rows 2-3."""
+    cfg = RealEnvConfig(action_mode="joint_delta", control_hz=20.0, max_episode_steps=6, auto_reset=False)
+    env = RealRobotEnv(make_client(server), cfg)
+    try:
+        env.reset(seed=0)
+        q0 = np.array(arm.state().joint_pos)
+        env.step(np.full((1, 7), 0.01, np.float32))
+        env.step(np.full((1, 7), 0.01, np.float32))
+        env.chunk_step(np.zeros((1, 2, 7), np.float32))  # 4 steps done, 2 left
+        applied = len(arm.entries("apply"))
+        chunk = np.zeros((1, 4, 7), np.float32)
+        chunk[0, :, 0] = [0.01, 0.02, 0.04, 0.04]
+        obs, reward, term, trunc, info = env.chunk_step(chunk)
+        assert trunc[0] and not term[0] and info["executed"][0] == 2 and info["episode_length"][0] == 6
+        assert len(arm.entries("apply")) - applied == 2
+        q = arm.state().joint_pos
+        np.testing.assert_allclose(q[0] - q0[0], 0.02 + 0.01 + 0.02, atol=1e-9)  # rows 0-1 only
+        np.testing.assert_allclose(info["final_state"][0, :7], q, atol=1e-9)
+    finally:
+        env.close()
+
+
+def test_chunk_rows_are_scored_on_their_trace(server, make_client, arm):
+    """The reward of a chunk is the sum of each row's reward on the arm's state after that row (the
+    bridge's trace), as the sims score it: a chunk that passes the goal and comes back scores the
+    pass, not only where it ended."""
+    goal = HOME_TCP + np.array([0.0, 0.0, 0.04])
+    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task_options={"goal": goal.tolist()},
+                        max_episode_steps=50, auto_reset=False, terminate_on_success=False)
+    env = RealRobotEnv(make_client(server), cfg)
+    try:
+        env.reset(seed=0)
+        chunk = np.zeros((1, 4, 6), np.float32)
+        chunk[0, :, 2] = [0.02, 0.02, -0.02, -0.02]  # up 4 cm to the goal, then back down
+        _, reward, *_ , info = env.chunk_step(chunk)
+        d = np.array([0.02, 0.0, 0.02, 0.04])  # distance to the goal after each row
+        expected = np.sum(1.0 - np.tanh(10.0 * d))
+        assert reward[0] == pytest.approx(expected, abs=0.02)
+        assert info["chunk_report"][0]["rows"] == 4 and info["chunk_report"][0]["applied"] == 4
+    finally:
+        env.close()
+
+
 def test_unknown_task_is_a_config_error(server, make_client):
-    with pytest.raises(ConfigError, match="reach"):
+    with pytest.raises(ConfigError, match="fr3-reach"):
         RealRobotEnv(make_client(server), RealEnvConfig(task="juggle"))
 
 
@@ -102,10 +146,10 @@ def _obs(t_s: float, q) -> Observation:
 def test_settled_is_judged_from_positions_not_the_chattering_velocity_field():
     """franka-sim's joint 7 reports +-0.08 rad/s while it stands still within 1-2 mrad."""
     still = Settled(0.02)
-    assert not still(_obs(0.0, FR3_HOME))
-    assert not still(_obs(0.1, FR3_HOME + 1e-3))  # too short a window to judge
-    assert still(_obs(0.3, FR3_HOME + 2e-3))  # 2 mrad in 0.3 s: settled, whatever joint_vel says
+    assert not still(_obs(0.0, HOME_Q))
+    assert not still(_obs(0.1, HOME_Q + 1e-3))  # too short a window to judge
+    assert still(_obs(0.3, HOME_Q + 2e-3))  # 2 mrad in 0.3 s: settled, whatever joint_vel says
     moving = Settled(0.02)
-    moving(_obs(0.0, FR3_HOME))
-    assert not moving(_obs(0.3, FR3_HOME + np.r_[0.05, np.zeros(6)]))  # 0.17 rad/s
-    assert not moving(_obs(0.3, FR3_HOME))  # the same capture again: no new information
+    moving(_obs(0.0, HOME_Q))
+    assert not moving(_obs(0.3, HOME_Q + np.r_[0.05, np.zeros(6)]))  # 0.17 rad/s
+    assert not moving(_obs(0.3, HOME_Q))  # the same capture again: no new information

@@ -120,6 +120,7 @@ def test_reset_after_done(case):
 
 
 def test_chunk_step_equals_h_steps(case):
+    """Within an episode a chunk is its rows, one control period each."""
     a, b = make(case), make(case)
     try:
         a.reset(seed=5)
@@ -127,14 +128,39 @@ def test_chunk_step_equals_h_steps(case):
         chunk = random_actions(a, np.random.default_rng(2), 4).transpose(1, 0, 2)  # [N, H, A]
         obs_a, rew_a, term_a, trunc_a, info = a.chunk_step(chunk)
         total = np.zeros(N, np.float32)
-        done = np.zeros(N, bool)
         for h in range(chunk.shape[1]):
             obs_b, r, te, tr, _ = b.step(chunk[:, h])
-            total += np.where(done, 0.0, r).astype(np.float32)
-            done |= te | tr
+            total += r
+            assert not (te | tr).any(), "the test's episodes must outlast the chunk"
         np.testing.assert_array_equal(obs_a["state"], obs_b["state"])
         np.testing.assert_allclose(rew_a, total, rtol=1e-6)
-        assert len(info["steps"]) == chunk.shape[1]
+        np.testing.assert_array_equal(info["executed"], [4] * N)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_chunk_step_stops_at_the_episode_end(case):
+    """2-step episodes, a 4-row chunk: each env runs rows 0-1, reports the end of its episode with
+    the state that ended it, never executes rows 2-3, and starts its next episode afresh after the
+    chunk. (The old loop ran rows 2-3 as a second, unreported episode.)"""
+    a, b = make(case, max_episode_steps=2), make(case, max_episode_steps=2)
+    try:
+        a.reset(seed=11)
+        b.reset(seed=11)
+        chunk = random_actions(a, np.random.default_rng(4), 4).transpose(1, 0, 2)
+        obs_a, rew_a, term_a, trunc_a, info_a = a.chunk_step(chunk)
+        _, r0, *_ = b.step(chunk[:, 0])
+        obs_b, r1, term_b, trunc_b, info_b = b.step(chunk[:, 1])
+        assert (term_b | trunc_b).all()
+        np.testing.assert_array_equal(term_a, term_b)
+        np.testing.assert_array_equal(trunc_a, trunc_b)
+        np.testing.assert_array_equal(info_a["executed"], [2] * N)
+        np.testing.assert_allclose(rew_a, r0 + r1, rtol=1e-6)
+        np.testing.assert_array_equal(info_a["final_state"], info_b["final_state"])
+        np.testing.assert_array_equal(info_a["episode_length"], [2] * N)
+        np.testing.assert_array_equal(obs_a["state"], obs_b["state"])  # the next episode's start
+        np.testing.assert_array_equal(a.steps, [0] * N)
     finally:
         a.close()
         b.close()

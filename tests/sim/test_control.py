@@ -1,4 +1,4 @@
-"""Sim actions mean what they mean on the arm: the same safety semantics, and the arm follows."""
+"""Sim actions mean what they mean on the arm: the bridge's delta rule, and the simulated arm follows."""
 
 from __future__ import annotations
 
@@ -6,80 +6,26 @@ import numpy as np
 import pytest
 
 import sim
-from rlinf_robot.safety import ArmAction, RobotState, SafetyFilter
-from rlinf_robot.safety.kinematics import fr3_forward_kinematics
-from rlinf_robot.safety.rotations import quat_angle, quat_conjugate, quat_from_matrix, quat_multiply
-from sim.mujoco.control import ActionMapper
-from sim.mujoco.tasks.base import READY_Q
-
-HZ = 20.0
+from rlinf_robot.rotations import quat_conjugate, quat_multiply
+from rlinf_robot.safety.deltas import DeltaRule
 
 
-def states(n, seed):
-    rng = np.random.default_rng(seed)
-    q = READY_Q + rng.uniform(-0.3, 0.3, (n, 7))
-    t = fr3_forward_kinematics(q)
-    return q, t
-
-
-def jacobian(q, eps=1e-6):
-    """Numerical TCP Jacobian from our FK: linear rows, then world-frame angular rows."""
-    n = len(q)
-    jac = np.zeros((n, 6, 7))
-    t0 = fr3_forward_kinematics(q)
-    for j in range(7):
-        dq = q.copy()
-        dq[:, j] += eps
-        t1 = fr3_forward_kinematics(dq)
-        jac[:, :3, j] = (t1[:, :3, 3] - t0[:, :3, 3]) / eps
-        dr = t1[:, :3, :3] @ t0[:, :3, :3].transpose(0, 2, 1)
-        jac[:, 3:, j] = np.stack([dr[:, 2, 1] - dr[:, 1, 2], dr[:, 0, 2] - dr[:, 2, 0], dr[:, 1, 0] - dr[:, 0, 1]], 1) / (2 * eps)
-    return jac
-
-
-def test_joint_delta_matches_the_safety_filter():
-    q, t = states(64, 0)
-    delta = np.random.default_rng(1).uniform(-0.12, 0.12, (64, 7))
-    mapper = ActionMapper("joint_delta", False, HZ)
-    ours, _ = mapper.targets(delta, q, t[:, :3, 3], jacobian(q))
-    filt = SafetyFilter(control_hz=HZ)
-    for i in range(64):
-        safe = filt.check(ArmAction("joint_delta", delta[i]), RobotState(q[i]))
-        if "clamped_workspace" in safe.adjustments:
-            continue  # the filter bisects on exact FK, we on the linearized path: checked below
-        np.testing.assert_allclose(ours[i], safe.target, atol=1e-12)
-
-
-def test_ee_delta_reaches_the_filters_tcp_target():
-    q, t = states(64, 2)
-    rng = np.random.default_rng(3)
-    act = np.concatenate([rng.uniform(-0.03, 0.03, (64, 3)), rng.uniform(-0.12, 0.12, (64, 3))], axis=1)
-    mapper = ActionMapper("ee_delta", False, HZ)
-    target_q, _ = mapper.targets(act, q, t[:, :3, 3], jacobian(q))
-    reached = fr3_forward_kinematics(target_q)
-    filt = SafetyFilter(control_hz=HZ)
-    for i in range(64):
-        safe = filt.check(ArmAction("ee_delta", act[i]), RobotState(q[i]))
-        # One damped-least-squares step: a second-order error, worst for the largest combined
-        # translation + rotation step; the next tick starts from the measured pose, so it never adds up.
-        assert np.linalg.norm(reached[i, :3, 3] - safe.target[:3]) < 3e-3
-        assert quat_angle(quat_from_matrix(reached[i, :3, :3]), safe.target[3:]) < 0.015  # of <= 0.075 rad
-
-
-def test_workspace_floor_holds_for_both_modes():
-    q = np.array([[0.0, 0.55, 0.0, -2.0, 0.0, 2.55, 0.785]])
-    t = fr3_forward_kinematics(q)
-    z = t[0, 2, 3]
-    assert 0.05 < z < 0.12
-    down = np.array([[0.0, 0.0, -0.02, 0.0, 0.0, 0.0]])
-    for _ in range(10):  # push down repeatedly, re-measuring like the env does
-        q, _ = ActionMapper("ee_delta", False, HZ).targets(down, q, fr3_forward_kinematics(q)[:, :3, 3], jacobian(q))
-    assert fr3_forward_kinematics(q)[0, 2, 3] > 0.0495
-    qj = np.array([[0.0, 0.55, 0.0, -2.0, 0.0, 2.55, 0.785]])
-    for _ in range(10):  # joint 2 forward lowers the TCP
-        qj, _ = ActionMapper("joint_delta", False, HZ).targets(
-            np.array([[0, 0.05, 0, 0, 0, 0, 0]]), qj, fr3_forward_kinematics(qj)[:, :3, 3], jacobian(qj))
-    assert fr3_forward_kinematics(qj)[0, 2, 3] > 0.0495
+@pytest.mark.parametrize("mode", ["joint_delta", "ee_delta"])
+def test_the_sim_commands_exactly_the_bridges_targets(mode):
+    """The MuJoCo env's joint targets for a chunk are ``DeltaRule.plan`` from the last commanded
+    target - the computation the bridge server runs for the arm."""
+    env = sim.make("mujoco/fr3-reach", num_envs=3, action_mode=mode)
+    try:
+        env.reset(seed=1)
+        rule = DeltaRule(mode, False, env.action_spec.control_hz)
+        rows = np.random.default_rng(0).uniform(env.action_spec.low, env.action_spec.high, (3, 5, env.action_spec.shape[0]))
+        anchor = rule.anchor(env._targets.copy(), env._batch.q.copy())
+        expected = rule.plan(anchor, rows).targets
+        for h in range(5):
+            env.step(rows[:, h].astype(np.float32))
+            np.testing.assert_allclose(env._targets, expected[:, h], atol=1e-5)  # float32 actions
+    finally:
+        env.close()
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2])

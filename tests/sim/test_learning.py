@@ -14,7 +14,7 @@ def run(env, policy, episodes: int, seed: int = 0) -> tuple[float, int]:
     """Success rate over the first ``episodes`` finished episodes (auto-reset envs)."""
     obs = env.reset(seed=seed)
     outcomes: list[bool] = []
-    for _ in range(env.max_steps * (episodes // env.num_envs + 2)):
+    for _ in range(env.max_episode_steps * (episodes // env.num_envs + 2)):
         obs, _, _, _, info = env.step(policy(env, obs))
         outcomes += info["success"][info["done"]].tolist()
         if len(outcomes) >= episodes:

@@ -68,21 +68,10 @@ class EpisodeTracker:
 
 
 def episode_success(info: dict, terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
-    """Whether each env's episode ended in success: ``info["success"]`` of the step it ended on.
-
-    For a chunk (``info["steps"]``, one info per executed step) the success flag of the step where
-    each env finished is used, since later steps already belong to its next episode.
-    """
-    steps = info.get("steps")
-    if steps is None:
-        return np.asarray(info.get("success", np.zeros_like(terminated)), bool)
-    live = np.ones_like(terminated, dtype=bool)
-    success = np.zeros_like(terminated, dtype=bool)
-    for step_info in steps:
-        s = np.asarray(step_info.get("success", np.zeros_like(terminated)), bool)
-        success |= s & live
-        live &= ~s  # a success ends the episode when the env terminates on success
-    return success
+    """Whether each env's episode ended in success: ``info["success"]``, the success of the state
+    its last executed row left (``BatchedEnv`` stops an env at the end of its episode, so for a
+    chunk this is the step it ended on). Rows of envs that did not end are filler."""
+    return np.asarray(info.get("success", np.zeros_like(terminated)), bool) & (terminated | truncated)
 
 
 def env_step(env: BatchedEnv, actions: np.ndarray):

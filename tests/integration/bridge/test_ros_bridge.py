@@ -99,8 +99,8 @@ def test_robot_up_starts_the_bridge_and_real_robot_env_moves_the_arm_to_a_target
 def _reach(endpoint: str, probe: RosProbe) -> None:
     home = tcp_pose(HOME_Q)
     goal = home[:3] + np.array([0.05, -0.04, -0.06])
-    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="reach",
-                        task_args={"goal": goal.tolist(), "success_radius": 0.005}, max_episode_steps=150,
+    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="fr3-reach",
+                        task_options={"goal": goal.tolist(), "success_radius": 0.005}, max_episode_steps=150,
                         cameras={"front": (96, 96, 3)}, auto_reset=False)
     client = BridgeClient(endpoint=endpoint, connect_timeout_s=30.0).connect()
     env = RealRobotEnv(client, cfg)
@@ -227,3 +227,52 @@ def _link_cut(endpoint: str, probe: RosProbe) -> None:
             tr = [(t - t_kill, list(m.position[:7]), list(m.velocity[:7])) for t, m in probe.joint_states if t >= t_kill - 0.5]
         json.dump(tr, open('/tmp/linkcut_trace.json', 'w'))
         observer.close()
+
+
+#: A delta chunk's displacement equals its row sum within these (franka-sim's servo settles to
+#: within ~1 mrad; its joint 7 chatters by 1-2 mrad, which moves the TCP < 0.3 mm).
+ROW_SUM_TOL_RAD = 3e-3
+ROW_SUM_TOL_M = 1.5e-3
+
+
+@pytest.mark.parametrize("mode", ["joint_delta", "ee_delta"])
+@pytest.mark.parametrize("hz", [10.0, 50.0])
+def test_a_delta_chunk_moves_the_arm_by_its_row_sum(stack, mode, hz):
+    """On franka-sim through franka_node: rows are relative to the previous row's target, so a
+    chunk moves the arm by the sum of its rows whatever the rate or the servo's lag (the old rule,
+    each row added to the joints measured when it ran, moved 0.75-0.81x the sum at 10 Hz and
+    0.21-0.23x at 50 Hz). Then the same motion as two chunks back to back adds up the same."""
+    from rlinf_robot.envs.real import Settled
+
+    endpoint, probe, up = stack
+    client = BridgeClient(endpoint=endpoint, connect_timeout_s=30.0).connect()
+    with robot_output_on_failure(up):
+        try:
+            client.subscribe()
+            client.acquire_lease()
+            client.command("home", timeout=60)
+            horizon = int(hz)  # one second of rows
+            rows = np.zeros((horizon, 7 if mode == "joint_delta" else 6), np.float32)
+            if mode == "joint_delta":
+                rows[:, [0, 3, 5]] = np.array([0.06, -0.05, 0.04]) / horizon
+            else:
+                rows[:, :3] = np.array([0.03, -0.025, 0.02]) / horizon
+            for pieces in (1, 2):
+                start = client.observe(timeout=30, predicate=Settled(0.02))
+                seq = -1
+                for part in np.array_split(rows, pieces):
+                    if seq >= 0:  # the next piece is sent as the previous one ends
+                        client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
+                    seq = client.send_chunk(part, mode, hz, obs=client.latest)
+                client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
+                end = client.observe(timeout=30, predicate=Settled(0.02))
+                assert client.take_errors() == []
+                if mode == "joint_delta":
+                    moved, want, tol = end.joint_pos[:7] - start.joint_pos[:7], rows.sum(axis=0), ROW_SUM_TOL_RAD
+                else:
+                    moved, want, tol = end.ee_pose[:3] - start.ee_pose[:3], rows[:, :3].sum(axis=0), ROW_SUM_TOL_M
+                print(f"{mode} {hz:g} Hz in {pieces} chunk(s): moved {np.round(moved, 4).tolist()}, "
+                      f"row sum {np.round(want, 4).tolist()}, ratio {np.linalg.norm(moved) / np.linalg.norm(want):.3f}")
+                assert np.max(np.abs(moved - want)) < tol, (moved, want)
+        finally:
+            client.close()
