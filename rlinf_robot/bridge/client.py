@@ -124,7 +124,16 @@ class BridgeClient:
         sock.connect(cfg.endpoint)
         return sock
 
-    def close(self) -> None:
+    def close(self, release_lease: bool = True) -> None:
+        """Release the control lease if this client holds it (so the next learner need not wait
+        for it to lapse; ``release_lease=False`` just goes silent, like a crashed learner), then
+        stop the heartbeats and close the sockets."""
+        if release_lease and getattr(self, "_holds_lease", False) and self._sock is not None and self._link_up:
+            try:
+                self.command("release_lease", timeout=1.0)
+            except Exception:  # closing must not fail: the lease lapses by itself anyway
+                pass
+            self._holds_lease = False
         self._stop.set()
         if self._hb_thread is not None:
             self._hb_thread.join(5.0)
@@ -185,9 +194,12 @@ class BridgeClient:
         return self.command("subscribe")
 
     def acquire_lease(self) -> Status:
-        return self.command("acquire_lease")
+        status = self.command("acquire_lease")
+        self._holds_lease = True
+        return status
 
     def release_lease(self) -> Status:
+        self._holds_lease = False
         return self.command("release_lease")
 
     def status(self) -> Status:

@@ -73,8 +73,11 @@ def cmd_backend(server: BridgeServer, peer: Peer, cmd: Command, now: int) -> str
         return Error(code="busy", message=f"{server._busy[2].name} in progress")
     if cmd.name == "home" and server.estop.latched:
         return Error(code="latched", message="e-stop latched; send reset first")
-    if server.motion.active:  # stop a running chunk; an idle arm needs no extra target
-        server._hold(cmd.name)
+    # The command supersedes a running chunk: cancel it here. No hold is sent downstream: the
+    # backend runs home / reset / recover itself, and a hold racing the command there would end
+    # it (franka_node's hold also ends a homing goal).
+    if server.motion.scheduler.cancel() is not None:
+        server.events.add("hold", reason=cmd.name, had_plan=True)
     server.motion.forget_target()  # the command moves the arm: the next delta starts from it
     future = server._executor.submit(server.backend.run_command, cmd.name, dict(cmd.args))
     server._busy = (future, peer.identity, cmd)

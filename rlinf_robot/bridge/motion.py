@@ -7,9 +7,8 @@ top to bottom:
 1. ``accept(chunk)`` - the scheduler decides when the chunk runs (or drops it); a delta chunk is
    resolved at once into joint targets by ``rlinf_robot.safety.deltas`` (the rule the sims apply),
    anchored at the last commanded target, so its rows add up exactly to their sum;
-2. ``run_due(now)`` - applies the step whose slot has come: the target must pass the safety filter,
-   the arm's state must be fresh, and the target may lead the measured joints by at most the
-   rule's lead; it records the arm's state at every slot boundary (the chunk's *trace*);
+2. ``run_due(now)`` - applies the step whose slot has come: the target must pass the safety filter
+   and the arm's state must be fresh; it records the arm's state at every slot boundary (the chunk's *trace*);
 3. ``hold(reason)`` - cancels everything and asks the backend to brake.
 
 Everything here runs on the server's single I/O thread: no locks.
@@ -84,6 +83,9 @@ class Motion:
                 return Dropped("no_state", "no fresh robot state to anchor a delta chunk at")
             rule = self._rule(plan.mode, plan.gripper, plan.rate_hz)
             plan.anchor = rule.anchor(self.commanded, state.joint_pos)
+            if rule.lead_exceeded(self.commanded, state.joint_pos):
+                plan.report["lead_clamped"] = 1  # the arm lagged its last target by more than the lead
+                self._count("chunks_lead_clamped")
             resolved = rule.plan(plan.anchor, plan.actions)
             plan.targets, plan.widths = resolved.targets, resolved.widths
             plan.report.update(scaled=int(resolved.scaled.sum()), clamped=int(resolved.clamped.sum()))
@@ -100,6 +102,11 @@ class Motion:
         ended = False
         while self.scheduler.ended:
             plan = self.scheduler.ended.pop()
+            if plan.targets is not None and plan.last_index < plan.horizon - 1:
+                # A late loop skipped the last rows' slots: a delta plan's targets are cumulative,
+                # so its final target is where the chunk says the arm should be now, not an old
+                # command. Send it, or the chunk would fall short of its row sum.
+                self._apply(StepDue(plan, plan.horizon - 1, plan.horizon - 1 - plan.last_index), refuse)
             self._trace_until(plan, plan.horizon)
             self.events.add("chunk_done", seq=plan.seq, applied=plan.applied)
             ended = True
@@ -138,13 +145,14 @@ class Motion:
             plan.hops["action_applied"] = time.time_ns()
             self.latency.record(plan.hops)
         plan.applied += 1
+        plan.last_index = due.index
         plan.report["applied"] = plan.applied
         plan.report["skipped"] = plan.report.get("skipped", 0) + due.skipped
 
     def _check(self, plan: Plan, index: int, state: RobotState):
-        """The safety filter's verdict on step ``index``: a delta plan's joint target (bounded by
-        the rule already) gets the absolute checks and the lead bound; other modes the full check
-        against the current state."""
+        """The safety filter's verdict on step ``index``: a delta plan's joint target (its step
+        bounded by the rule already) gets the absolute checks; other modes the full check against
+        the current state."""
         width = CONTROL_MODE_WIDTH[plan.mode]
         row = plan.actions[index]
         gripper = float(row[width]) if plan.gripper else None
@@ -152,14 +160,8 @@ class Motion:
         if plan.targets is None:
             return rules.check(ArmAction(plan.mode, row[:width], gripper), state)
         target = plan.targets[index]
-        measured = np.asarray(state.joint_pos, np.float64)
-        lead = self._rule(plan.mode, plan.gripper, plan.rate_hz).max_lead
-        led = measured + np.clip(target - measured, -lead, lead)
-        if not np.array_equal(led, target):
-            plan.report["lead_clamped"] = plan.report.get("lead_clamped", 0) + 1
-            self._count("steps_lead_clamped")
         width_cmd = None if plan.widths is None else float(plan.widths[index])
-        decision = rules.check_target(led, width_cmd)
+        decision = rules.check_target(target, width_cmd)
         if decision and plan.mode != decision.source_mode:
             decision = SafeAction(decision.mode, decision.target, decision.gripper, plan.mode, decision.adjustments)
         return decision

@@ -37,6 +37,7 @@ class Plan:
     rate_hz: float = 0.0
     hops: dict[str, int] = field(default_factory=dict)
     applied: int = 0
+    last_index: int = -1  # the last row applied
     #: Delta chunks, resolved at acceptance (``bridge.motion``): the anchor and each row's target.
     anchor: np.ndarray | None = None
     targets: np.ndarray | None = None  # [H, 7] joint targets

@@ -9,7 +9,10 @@ fresh arm state nothing is applied at all.
 
 The node's timer calls ``keepalive`` at the control rate: it republishes the current target
 (freshly stamped) for up to ``target_hold_s`` after it was applied, so a downstream controller with
-its own command deadman (franka_node) keeps tracking a target between chunk steps.
+its own command deadman (franka_node) keeps tracking a target between chunk steps, and after a
+chunk's last step until a lagging arm has reached it (a chunk moves the arm by its row sum; on
+franka-sim at relative_dynamics_factor 0.2 the arm arrives up to ~1 s after a 50 Hz chunk ends).
+The learner's deadman and every hold clear it, so a dead learner never keeps the arm moving.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ class StreamBackend:
         cameras: list[str] = (),
         state_max_age_s: float = 0.1,
         camera_max_age_s: float = 0.5,
-        target_hold_s: float = 0.5,
+        target_hold_s: float = 5.0,
         instruction: str = "",
     ):
         self.sinks = sinks

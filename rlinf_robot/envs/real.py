@@ -34,7 +34,9 @@ from rlinf_robot.envs.tasks import Batch, make_task
 from rlinf_robot.errors import ConfigError, Latched, LinkLost
 from rlinf_robot.protocol import Observation
 from rlinf_robot.rotations import canonical
+from rlinf_robot.safety import SafetyLimits
 
+HOME_ATTEMPTS = 3
 #: Refusal codes that end an episode as aborted: the arm did not execute the policy's rows.
 ABORT_CODES = frozenset({"fault", "no_state", "busy"})
 
@@ -54,6 +56,10 @@ class RealEnvConfig:
     step_timeout_s: float = 5.0
     reset_timeout_s: float = 60.0
     settle_joint_vel: float = 0.02  # rad/s: the arm counts as settled below this on every joint
+    #: After homing, move to the task's sampled start pose (the sims' start distribution), so an
+    #: episode starts on the arm as it does in sim. Set the robot's ``home_q`` to the task's start
+    #: pose (``rlinf_robot.envs.tasks.READY_Q``) and this is a move of a few mrad.
+    start_from_task: bool = True
     seed: int | None = None
 
     def __post_init__(self):
@@ -304,16 +310,46 @@ class RealRobotEnv(BatchedEnv):
 
     def _reset_one(self, i: int) -> None:
         c = self.clients[i]
-        c.wait_link(self.cfg.step_timeout_s)
-        self._wait_recovered(i)
-        c.command("home", timeout=self.cfg.reset_timeout_s)
+        for attempt in range(HOME_ATTEMPTS):
+            c.wait_link(self.cfg.step_timeout_s)
+            self._wait_recovered(i)
+            try:
+                c.command("home", timeout=self.cfg.reset_timeout_s)
+                break
+            except CommandRefused as e:
+                # A homing ended by a hold (a heartbeat gap tripped the deadman on a busy machine)
+                # or a reflex is retried; anything else, or the last attempt, is the caller's.
+                if e.code != "failed" or attempt == HOME_ATTEMPTS - 1:
+                    raise
+                time.sleep(1.0)  # let a recovery that started meanwhile show in the status
         self._obs[i] = self._await(
             i, Settled(self.cfg.settle_joint_vel), self.cfg.reset_timeout_s, "the arm to settle"
         )
         layout = self.task.sample(self._rng)
+        if self.cfg.start_from_task:
+            self._move_to(i, layout.arm_q)
         self.goals[i] = layout.goal
         if self.task.has_object:
             self.obj_start[i] = self._object_pose(i)[:3]
+
+    def _move_to(self, i: int, q: np.ndarray, rate_hz: float = 10.0) -> None:
+        """Absolute joint targets until the arm settles at ``q``: each row passes the robot's
+        safety filter against where the arm is, which scales it to one tick's step (rows enough
+        to cover the distance at that step, then settle)."""
+        c = self.clients[i]
+        limits = SafetyLimits.from_yaml()
+        step = float(np.min(limits.joint_step_limit(rate_hz)))
+        gap = float(np.max(np.abs(np.asarray(q) - self._obs[i].joint_pos[:7])))
+        rows = int(np.ceil(gap / step)) + 3
+        seq = c.send_chunk(np.tile(np.asarray(q, np.float64), (rows, 1)), "joint_position", rate_hz, obs=self._obs[i])
+        self._await(i, lambda o: o.chunk_seq >= seq and not o.chunk_active, self.cfg.reset_timeout_s,
+                    "the move to the start pose")
+        errs = c.take_errors(ref_seq=seq)
+        if errs:
+            raise CommandRefused(errs[0].code, f"moving to the task's start pose: {errs[0].message}")
+        self._obs[i] = self._await(
+            i, Settled(self.cfg.settle_joint_vel), self.cfg.reset_timeout_s, "the arm to settle at the start"
+        )
 
     def _wait_recovered(self, i: int) -> None:
         """An arm that is recovering from a reflex (by itself) is waited for; a latched one raises."""

@@ -229,7 +229,7 @@ class BatchedEnv(abc.ABC):
             active &= h < budget
             if not active.any():
                 break
-            r, s, te, tr = self._advance(actions[:, h], active.copy())
+            r, s, te, tr = self._advance(actions[:, h], active.copy(), h)
             out.reward[active, h] = r[active]
             out.success[active, h] = s[active]
             out.terminated[active, h] = te[active]
@@ -247,9 +247,9 @@ class BatchedEnv(abc.ABC):
         return out
 
     def _advance(
-        self, actions: np.ndarray, active: np.ndarray
+        self, actions: np.ndarray, active: np.ndarray, row: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """One row: envs in ``active`` execute ``actions[i]``, the others stay where they are.
+        """Row ``row`` of the chunk: envs in ``active`` execute ``actions[i]``, the others stay put.
         Returns (reward [N], success [N], terminated [N], truncated [N]) of the state after it."""
         raise NotImplementedError(f"{type(self).__name__} implements neither _run_rows nor _advance")
 

@@ -79,7 +79,8 @@ class Observation(_Base, kw_only=True, tag="observation"):
     chunk_active: bool = False  # whether that chunk was still executing at capture time
     #: What the server did with chunk ``chunk_seq`` so far: rows, applied, skipped, and rows it had
     #: to change (scaled: larger than one tick allows; clamped: joint limit, workspace box or
-    #: gripper range; lead_clamped: the arm lagged its target by more than the allowed lead).
+    #: gripper range; lead_clamped: 1 when the arm lagged its last target by more than the
+    #: allowed lead, so the chunk started nearer the arm).
     chunk_report: dict[str, int] = {}
     #: Once chunk ``chunk_seq`` has ended: the arm one control period after each of its rows
     #: [rows, 15] (``TRACE_COLUMNS``), so a learner scores every row as a simulator does.

@@ -17,8 +17,10 @@ was computed from:
   target within a tick, so there all three rules nearly coincide; on a lagging arm only this one
   keeps a chunk's displacement equal to its row sum.
 
-The anchor may lead the measured position by at most ``max_lead`` (rad, per joint): an arm that is
-blocked or much slower than its commands does not wind the target up without bound.
+The anchor may lead the measured position by at most ``max_target_lead`` (rad, per joint; the
+limits YAML): an arm that is blocked or slower than its commands does not wind the target up.
+While the arm keeps within that lead a chunk moves it by exactly its row sum; beyond it, rows
+start from nearer the arm (and the bridge counts ``lead_clamped``).
 
 Each row is one step from the previous target, bounded the way the safety filter bounds a tick:
 ``joint_delta`` rows are scaled down as a whole to the per-tick joint step; ``ee_delta`` rows
@@ -45,8 +47,6 @@ from rlinf_robot.safety.limits import SafetyLimits
 
 #: Base width of each delta mode's rows (without the gripper column).
 DELTA_WIDTH = {"joint_delta": 7, "ee_delta": 6}
-#: How far (rad, per joint) the anchor may lead the measured joints.
-MAX_TARGET_LEAD = 0.2
 _IK_DAMPING = 1e-2  # lambda of the damped least squares step (m / rad)
 _NEWTON_STEPS = 3  # DLS iterations per ee row: ~1e-6 m of a 2 cm step left, where one leaves ~1 mm
 _BISECTION_STEPS = 14
@@ -75,7 +75,7 @@ class DeltaRule:
         gripper: bool,
         control_hz: float,
         limits: SafetyLimits | None = None,
-        max_lead: float = MAX_TARGET_LEAD,
+        max_lead: float | None = None,
     ):
         if mode not in DELTA_WIDTH:
             raise ValueError(f"delta mode {mode!r} not in {sorted(DELTA_WIDTH)}")
@@ -84,7 +84,7 @@ class DeltaRule:
         self.mode, self.gripper, self.control_hz = mode, bool(gripper), float(control_hz)
         self.limits = limits or SafetyLimits.from_yaml()
         self.width = DELTA_WIDTH[mode] + int(self.gripper)
-        self.max_lead = float(max_lead)
+        self.max_lead = float(self.limits.max_target_lead if max_lead is None else max_lead)
         self.joint_step = np.asarray(self.limits.joint_step_limit(control_hz), np.float64)
         # An ee row's joint step is bounded by the joints' velocity budget per tick only: the
         # per-tick cap on joint_delta actions (max_joint_step) would shrink feasible TCP steps.
@@ -104,6 +104,13 @@ class DeltaRule:
             return measured.copy()
         lead = np.clip(np.asarray(last_target, np.float64) - measured, -self.max_lead, self.max_lead)
         return measured + lead
+
+    def lead_exceeded(self, last_target: np.ndarray | None, measured: np.ndarray) -> bool:
+        """Whether ``anchor`` had to pull the last target back towards the arm."""
+        if last_target is None:
+            return False
+        lead = np.abs(np.asarray(last_target, np.float64) - np.asarray(measured, np.float64))
+        return bool(np.any(lead > self.max_lead))
 
     # ------------------------------------------------------------------ plan
     def plan(self, anchor: np.ndarray, rows: np.ndarray) -> DeltaPlan:

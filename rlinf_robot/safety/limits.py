@@ -43,6 +43,7 @@ class SafetyLimits:
     max_ee_step: float = 0.02
     max_ee_angular_speed: float = 1.5
     max_ee_rot_step: float = 0.1
+    max_target_lead: float = 0.05
     gripper_width_min: float = 0.0
     gripper_width_max: float = GRIPPER_MAX_WIDTH
     on_workspace_violation: dict[str, str] = field(
@@ -97,6 +98,7 @@ class SafetyLimits:
             "max_ee_step",
             "max_ee_angular_speed",
             "max_ee_rot_step",
+            "max_target_lead",
         ):
             v = getattr(self, key)
             if not v > 0:

@@ -140,7 +140,7 @@ class IsaacLabEnv(BatchedEnv):
     def _state_now(self) -> np.ndarray:
         return self._state
 
-    def _advance(self, actions: np.ndarray, active: np.ndarray):
+    def _advance(self, actions: np.ndarray, active: np.ndarray, row: int):
         a = np.where(active[:, None], actions, 0.0).astype(np.float32)
         if self.cfg.action_mode == "ee_delta":
             raw = mapping.ee_delta_action(a, self._state[:, 17:21], self._ik_scale, self._ik_offset, self.gripper)

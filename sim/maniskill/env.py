@@ -98,7 +98,7 @@ class ManiSkillEnv(BatchedEnv):
     def _state_now(self) -> np.ndarray:
         return self._state(self._last)
 
-    def _advance(self, actions: np.ndarray, active: np.ndarray):
+    def _advance(self, actions: np.ndarray, active: np.ndarray, row: int):
         with self._cpu_threads():
             return self._step(actions, active)
 

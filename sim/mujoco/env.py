@@ -155,7 +155,7 @@ class MujocoFR3Env(BatchedEnv):
     def _state_now(self) -> np.ndarray:
         return self._state(self._batch)
 
-    def _advance(self, actions: np.ndarray, active: np.ndarray):
+    def _advance(self, actions: np.ndarray, active: np.ndarray, row: int):
         a = actions
         if self._history.shape[1] > 1:  # action delay: apply the action from `delay` ticks ago
             live = np.flatnonzero(active)
@@ -163,7 +163,8 @@ class MujocoFR3Env(BatchedEnv):
             self._history[live, 0] = a[live]
             a = self._history[np.arange(self.num_envs), self.delay]
         b = self._batch
-        anchor = self.rule.anchor(self._targets, b.q)
+        # A chunk is anchored once, at its start (as the bridge does); its rows follow its targets.
+        anchor = self.rule.anchor(self._targets, b.q) if row == 0 else self._targets
         plan = self.rule.plan(anchor[active], a[active][:, None])
         self._targets[active] = plan.targets[:, 0]
         if plan.widths is not None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from rlinf_robot.envs.actions import safe_action_spec
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
-from rlinf_robot.safety.deltas import MAX_TARGET_LEAD
+from rlinf_robot.safety import SafetyLimits
 from sim.robotwin import mapping
 from sim.robotwin.config import RoboTwinConfig
 from sim.robotwin.tasks import RoboTwinTask
@@ -86,13 +86,14 @@ class RoboTwinEnv(BatchedEnv):
     def _state_now(self) -> np.ndarray:
         return self._obs()["state"]
 
-    def _advance(self, actions: np.ndarray, active: np.ndarray):
-        """Joint deltas relative to the last commanded target, at most ``MAX_TARGET_LEAD`` ahead of
-        the measured joints (``rlinf_robot.safety.deltas``' rule). RoboTwin steps every scene: a
+    def _advance(self, actions: np.ndarray, active: np.ndarray, row: int):
+        """Joint deltas relative to the last commanded target, at most ``max_target_lead`` ahead of
+        the measured joints by ``max_target_lead`` (``rlinf_robot.safety.deltas``' rule). RoboTwin steps every scene: a
         finished env is sent its previous target again, so it holds."""
         qpos = self._qpos()
         held = qpos.copy() if self._cmd is None else self._cmd
-        anchor = qpos + np.clip(held - qpos, -MAX_TARGET_LEAD, MAX_TARGET_LEAD)
+        lead = SafetyLimits.from_yaml().max_target_lead
+        anchor = qpos + np.clip(held - qpos, -lead, lead) if row == 0 else held
         target = mapping.to_robotwin_action(actions, anchor, self.cfg.arm, self.cfg.gripper, _ARM_DOF)
         target[~active] = held[~active]
         self._cmd = target

@@ -59,7 +59,7 @@ class PointReachEnv(BatchedEnv):
     def _state_now(self):
         return self._obs()["state"]
 
-    def _advance(self, actions, active):
+    def _advance(self, actions, active, row):
         a = self.action_spec.clip(np.asarray(actions, np.float32))
         self.pos[active] += a[active, :3]
         dist = np.linalg.norm(self.goal - self.pos, axis=1)

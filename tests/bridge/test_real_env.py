@@ -18,7 +18,8 @@ HOME_TCP = tcp_pose(HOME_Q)[:3]
 def env(server, make_client):
     goal = HOME_TCP + np.array([0.04, -0.03, -0.05])
     cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="fr3-reach", task_options={"goal": goal.tolist()},
-                        max_episode_steps=200, cameras={"front": (48, 64, 3)}, auto_reset=False)
+                        max_episode_steps=200, cameras={"front": (48, 64, 3)}, auto_reset=False,
+                        start_from_task=False)
     e = RealRobotEnv(make_client(server), cfg)
     yield e
     e.close()
@@ -91,7 +92,8 @@ def test_a_stale_camera_is_never_silently_reused(env, arm):
 def test_chunk_past_the_time_limit_is_cut_and_the_rest_never_reaches_the_arm(server, make_client, arm):
     """A 4-row chunk with 2 steps left in the episode: 2 rows are sent, the episode ends (truncated)
     with the arm where those 2 rows took it, and the arm never sees rows 2-3."""
-    cfg = RealEnvConfig(action_mode="joint_delta", control_hz=20.0, max_episode_steps=6, auto_reset=False)
+    cfg = RealEnvConfig(action_mode="joint_delta", control_hz=20.0, max_episode_steps=6, auto_reset=False,
+                        start_from_task=False)
     env = RealRobotEnv(make_client(server), cfg)
     try:
         env.reset(seed=0)
@@ -118,7 +120,7 @@ def test_chunk_rows_are_scored_on_their_trace(server, make_client, arm):
     pass, not only where it ended."""
     goal = HOME_TCP + np.array([0.0, 0.0, 0.04])
     cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task_options={"goal": goal.tolist()},
-                        max_episode_steps=50, auto_reset=False, terminate_on_success=False)
+                        max_episode_steps=50, auto_reset=False, terminate_on_success=False, start_from_task=False)
     env = RealRobotEnv(make_client(server), cfg)
     try:
         env.reset(seed=0)
@@ -129,6 +131,21 @@ def test_chunk_rows_are_scored_on_their_trace(server, make_client, arm):
         expected = np.sum(1.0 - np.tanh(10.0 * d))
         assert reward[0] == pytest.approx(expected, abs=0.02)
         assert info["chunk_report"][0]["rows"] == 4 and info["chunk_report"][0]["applied"] == 4
+    finally:
+        env.close()
+
+
+def test_reset_starts_the_arm_where_the_sim_task_starts(server, make_client, arm):
+    """Home, then the task's sampled start pose (READY_Q plus its noise), as the sim draws it."""
+    from rlinf_robot.envs.tasks import READY_Q, make_task
+
+    env = RealRobotEnv(make_client(server), RealEnvConfig(seed=3))
+    try:
+        obs = env.reset(seed=3)
+        expected = make_task("fr3-reach").sample(np.random.default_rng(3))
+        np.testing.assert_allclose(obs["state"][0, :7], expected.arm_q, atol=1e-6)
+        assert np.max(np.abs(obs["state"][0, :7] - READY_Q)) <= 0.03 + 1e-6
+        np.testing.assert_allclose(env.goals[0], expected.goal)
     finally:
         env.close()
 

@@ -150,7 +150,7 @@ def test_lease_lapses_when_the_holder_goes_quiet(make_server, make_client):
     a, b = make_client(server), make_client(server)
     a.acquire_lease()
     t_close = time.monotonic_ns()
-    a.close()
+    a.close(release_lease=False)  # goes quiet, as a crashed learner would
     [dead] = server.events.wait("deadman", 5, since_ns=t_close)
     [lapse] = server.events.wait("lease_expired", 5, since_ns=t_close)
     assert lapse.detail["client"] == a.client_id and lapse.t_ns > dead.t_ns
@@ -162,7 +162,7 @@ def test_deadman_broadcasts_link_lost_to_observers(make_server, make_client):
     holder, observer = make_client(server), make_client(server)
     holder.acquire_lease()
     observer.subscribe()
-    holder.close()
+    holder.close(release_lease=False)
     server.events.wait("deadman", 5)
     observer.observe(timeout=5, predicate=lambda o: observer.last_status is not None)
     assert observer.last_status.state == "LINK_LOST"

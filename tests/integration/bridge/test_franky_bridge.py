@@ -79,7 +79,7 @@ def test_real_robot_env_moves_the_arm_to_a_target_pose(bridge):
         for _ in range(80):  # a P controller on the pose: position error and rotation back to home's
             err = obs["state"][0, sl["goal_minus_tcp"]]
             rot = quat_to_rotvec(quat_multiply(home_tcp[3:], quat_conjugate(obs["state"][0, sl["tcp_quat"]])))
-            obs, reward, terminated, truncated, info = env.step(np.concatenate([err, rot])[None])
+            obs, reward, terminated, truncated, info = env.step(0.5 * np.concatenate([err, rot])[None])  # gain < 1: deltas are relative to the last target
             assert info["rejections"] == [[]]
             if terminated[0] or truncated[0]:
                 break

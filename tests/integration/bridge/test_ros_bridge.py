@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from rlinf_robot.bridge import BridgeClient
+from rlinf_robot.bridge import BridgeClient, CommandRefused
 from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
 from rlinf_robot.paths import REPO_ROOT
 from rlinf_robot.robot.franka.model import HOME_Q, tcp_pose
@@ -109,9 +109,11 @@ def _reach(endpoint: str, probe: RosProbe) -> None:
         assert obs["images"]["front"].shape == (1, 96, 96, 3) and obs["images"]["front"].std() > 0
         sl = env.obs_spec.state_slices()
         for _ in range(150):
+            # A delta is relative to the last commanded target, which leads a lagging arm: a
+            # feedback controller on the measured pose uses a gain below 1 per tick (protocol.md)
             err = obs["state"][0, sl["goal_minus_tcp"]]
             rot = quat_to_rotvec(quat_multiply(home[3:], quat_conjugate(obs["state"][0, sl["tcp_quat"]])))
-            obs, _, terminated, truncated, info = env.step(np.concatenate([err, rot])[None])
+            obs, _, terminated, truncated, info = env.step(0.5 * np.concatenate([err, rot])[None])
             # on a loaded machine franka-sim may reflex (franka_node recovers) or a step may come too
             # late: it is then refused and reported, never executed late; the next step goes on
             assert all(r["code"] in TRANSIENT for r in info["rejections"][0]), info["rejections"]
@@ -229,6 +231,19 @@ def _link_cut(endpoint: str, probe: RosProbe) -> None:
         observer.close()
 
 
+def _acquire(client: BridgeClient, timeout: float = 10.0) -> None:
+    """Take the lease, waiting for a killed learner's (the link-cut test's) lease to lapse."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.acquire_lease()
+            return
+        except CommandRefused:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 #: A delta chunk's displacement equals its row sum within these (franka-sim's servo settles to
 #: within ~1 mrad; its joint 7 chatters by 1-2 mrad, which moves the TCP < 0.3 mm).
 ROW_SUM_TOL_RAD = 3e-3
@@ -249,7 +264,7 @@ def test_a_delta_chunk_moves_the_arm_by_its_row_sum(stack, mode, hz):
     with robot_output_on_failure(up):
         try:
             client.subscribe()
-            client.acquire_lease()
+            _acquire(client)
             client.command("home", timeout=60)
             horizon = int(hz)  # one second of rows
             rows = np.zeros((horizon, 7 if mode == "joint_delta" else 6), np.float32)
@@ -258,21 +273,30 @@ def test_a_delta_chunk_moves_the_arm_by_its_row_sum(stack, mode, hz):
             else:
                 rows[:, :3] = np.array([0.03, -0.025, 0.02]) / horizon
             for pieces in (1, 2):
-                start = client.observe(timeout=30, predicate=Settled(0.02))
-                seq = -1
+                start = client.observe(timeout=30, predicate=Settled(0.004, window_s=0.5))
+                seq, reports = -1, []
                 for part in np.array_split(rows, pieces):
                     if seq >= 0:  # the next piece is sent as the previous one ends
-                        client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
+                        o = client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
+                        reports.append(o.chunk_report)
                     seq = client.send_chunk(part, mode, hz, obs=client.latest)
-                client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
-                end = client.observe(timeout=30, predicate=Settled(0.02))
+                o = client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
+                reports.append(o.chunk_report)
+                end = client.observe(timeout=30, predicate=Settled(0.004, window_s=0.5))
                 assert client.take_errors() == []
                 if mode == "joint_delta":
                     moved, want, tol = end.joint_pos[:7] - start.joint_pos[:7], rows.sum(axis=0), ROW_SUM_TOL_RAD
                 else:
                     moved, want, tol = end.ee_pose[:3] - start.ee_pose[:3], rows[:, :3].sum(axis=0), ROW_SUM_TOL_M
+                ratio = np.linalg.norm(moved) / np.linalg.norm(want)
                 print(f"{mode} {hz:g} Hz in {pieces} chunk(s): moved {np.round(moved, 4).tolist()}, "
-                      f"row sum {np.round(want, 4).tolist()}, ratio {np.linalg.norm(moved) / np.linalg.norm(want):.3f}")
+                      f"row sum {np.round(want, 4).tolist()}, ratio {ratio:.3f}, reports {reports}")
+                if any(r.get("lead_clamped") for r in reports):
+                    # the arm lagged its target by more than max_target_lead when the second piece
+                    # came (ee rows at 50 Hz outrun franka-sim at relative_dynamics_factor 0.2):
+                    # the rule starts that piece nearer the arm, and says so - it never overshoots
+                    assert pieces == 2 and 0.5 < ratio < 1.0, (moved, want)
+                    continue
                 assert np.max(np.abs(moved - want)) < tol, (moved, want)
         finally:
-            client.close()
+            client.close()  # releases the lease for the next test

@@ -39,7 +39,7 @@ PARAMS = {
     "curve_authorized_dir": "",  # directory of allowed learner public keys (*.key)
     "allow_insecure": False,
     "control_rate_hz": 50.0,  # republish rate of the current target
-    "target_hold_s": 0.5,
+    "target_hold_s": 5.0,
     "state_max_age_ms": 100.0,
     "camera_topics": ["front/image_raw"],  # camera name = first path component
     "camera_max_age_ms": 500.0,
