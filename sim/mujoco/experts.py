@@ -3,6 +3,12 @@
 They prove each task is solvable and its success predicate honest (tests/sim/test_learning.py), give
 demonstrations for RLPD-style demo mixing, and pose the arm for the README pictures. Each is a
 stateless function of the observation, so it works on any batch of envs at any point of an episode.
+
+Both object experts finish in a state that lasts, so they succeed whether an episode ends on success
+(``terminate_on_success=True``, the default) or runs to its time limit and is scored at the end:
+push lifts off once the block is on the target (pushing on overshoots it), lift holds the block just
+above the success height without turning the hand (lifting it to 25 cm while following the block's
+yaw let it slip and tumble out of the grasp within the 8 s: 13-27 % success at the time limit).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from rlinf_robot.rotations import rotvec_between
 
 _STEP = 0.02  # m per tick (the safety filter's cap at <= 25 Hz)
 _GAIN = 1.5  # proportional gain on the position error (per tick)
+_PUSH_DONE = 0.015  # m: push stops with the block this close to the goal (success: 0.03)
+_LIFT_OVER = 0.03  # m: lift holds the block this far above the goal height
 
 
 def _down(yaw: np.ndarray) -> np.ndarray:
@@ -41,11 +49,12 @@ def reach(env, obs) -> np.ndarray:
 
 
 def push(env, obs) -> np.ndarray:
-    """Go above the spot behind the block, descend, then push through it towards the goal."""
+    """Go above the spot behind the block, descend, push it towards the goal, lift off on the goal."""
     f = _fields(env, obs["state"])
     tcp, obj, goal = f["tcp_pos"], f["obj_pos"], f["goal_pos"]
     direction = goal[:, :2] - obj[:, :2]
-    direction /= np.maximum(np.linalg.norm(direction, axis=1, keepdims=True), 1e-6)
+    dist = np.linalg.norm(direction, axis=1, keepdims=True)
+    direction /= np.maximum(dist, 1e-6)
     behind = obj[:, :2] - direction * (PUSH_HALF[0] + 0.025)
     off = np.linalg.norm(tcp[:, :2] - behind, axis=1)
     aligned = off < 0.02
@@ -57,14 +66,21 @@ def push(env, obs) -> np.ndarray:
     target[:, 2] = np.where(aligned, PUSH_HEIGHT, high)
     pushing = aligned & low
     target[pushing, :2] = behind[pushing] + direction[pushing] * 0.04
+    # On the target: rise straight up and leave the block there (without turning the hand).
+    there = dist[:, 0] < _PUSH_DONE
+    target[there] = tcp[there]
+    target[there, 2] = 0.10
     yaw = np.arctan2(direction[:, 1], direction[:, 0])  # fingers across the push direction
-    return _move(tcp, target, f["tcp_quat"], yaw).astype(np.float32)
+    act = _move(tcp, target, f["tcp_quat"], yaw)
+    act[there, 3:] = 0.0
+    return act.astype(np.float32)
 
 
 def lift(env, obs) -> np.ndarray:
-    """Hover over the block, descend open, close, lift once the fingers hold it."""
+    """Hover over the block, descend open, close, lift once the fingers hold it, and hold it there."""
     f = _fields(env, obs["state"])
     tcp, obj, width = f["tcp_pos"], f["obj_pos"], f["gripper_width"][:, 0]
+    goal_z = obj[:, 2] + f["goal_minus_obj"][:, 2]
     q = f["obj_quat"]
     obj_yaw = 2.0 * np.arctan2(q[:, 3], q[:, 0])  # the block stays upright: yaw only
     yaw = (obj_yaw + np.pi / 4) % (np.pi / 2) - np.pi / 4  # block is square: nearest 90 deg
@@ -77,8 +93,9 @@ def lift(env, obs) -> np.ndarray:
     grip = np.where(closing | holding, 0.0, GRIPPER_MAX_WIDTH)
     target[closing & ~holding] = tcp[closing & ~holding]  # hold still while the fingers close
     target[holding, :2] = obj[holding, :2]
-    target[holding, 2] = 0.25
+    target[holding, 2] = goal_z[holding] + _LIFT_OVER
     act = _move(tcp, target, f["tcp_quat"], yaw)
+    act[holding, 3:] = 0.0  # a held block's yaw follows the hand: chasing it twists it out
     return np.concatenate([act, grip[:, None]], axis=1).astype(np.float32)
 
 
