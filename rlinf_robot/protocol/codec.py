@@ -8,7 +8,6 @@ is ever unpickled.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -44,6 +43,7 @@ class _Envelope(msgspec.Struct):
 
 
 _local = threading.local()
+_DTYPES = {name: np.dtype(name) for name in ALLOWED_DTYPES}
 MESSAGE_BY_TAG = {cls.__struct_config__.tag: cls for cls in MESSAGE_TYPES}
 
 
@@ -57,53 +57,58 @@ def _enc_hook(obj: Any) -> Any:
         if arr.dtype.str not in ALLOWED_DTYPES:
             raise TypeError(f"dtype {arr.dtype} cannot be sent; allowed: {sorted(ALLOWED_DTYPES)}")
         frames: list = _local.frames
-        frames.append(memoryview(arr).cast("B") if arr.size else b"")
+        # the array itself is the frame (a C-contiguous buffer; ZeroMQ and bytes() read it as is)
+        frames.append(arr if arr.size else b"")
         return {"dtype": arr.dtype.str, "shape": list(arr.shape), "frame": len(frames) - 1}
     if isinstance(obj, np.generic):
         return obj.item()
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
-def _array_ref(obj: Any) -> ArrayRef:
-    """The header's array reference, checked. A well-formed one (the common case) is read
-    directly: ``msgspec.convert`` costs more than the rest of decoding an array; anything else goes
-    through it for a precise error."""
+def _array_ref(obj: Any) -> tuple[str, list, int]:
+    """``(dtype, shape, frame)`` of a header's array reference, checked. A well-formed one (the
+    common case) is read directly: ``msgspec.convert`` costs more than the rest of decoding an
+    array; anything else goes through it for a precise error."""
     if type(obj) is dict and len(obj) == 3:
         dtype, shape, frame = obj.get("dtype"), obj.get("shape"), obj.get("frame")
-        if (
-            type(dtype) is str
-            and type(frame) is int
-            and type(shape) is list
-            and all(type(d) is int for d in shape)
-        ):
-            return ArrayRef(dtype, shape, frame)
+        if type(dtype) is str and type(frame) is int and type(shape) is list:
+            return dtype, shape, frame
     try:
-        return msgspec.convert(obj, ArrayRef)
+        ref = msgspec.convert(obj, ArrayRef)
     except msgspec.ValidationError as e:
         raise ValueError(f"not an array reference ({e})") from None
+    return ref.dtype, ref.shape, ref.frame
 
 
 def _dec_hook(typ: type, obj: Any) -> Any:
+    """One array from its header reference and its frame (zero-copy, read-only).
+
+    This runs for every array of every message, so it is written flat: one dict of dtypes, one
+    pass over the shape, one ``np.ndarray`` over the frame's buffer."""
     if typ is not np.ndarray:
         raise TypeError(f"unsupported type {typ}")
-    ref = _array_ref(obj)
-    if ref.dtype not in ALLOWED_DTYPES:
-        raise ValueError(f"dtype {ref.dtype!r} not allowed")
-    if len(ref.shape) > MAX_NDIM or any(d < 0 for d in ref.shape):
-        raise ValueError(f"bad shape {ref.shape}")
+    name, shape, index = _array_ref(obj)
+    dtype = _DTYPES.get(name)
+    if dtype is None:
+        raise ValueError(f"dtype {name!r} not allowed")
+    if len(shape) > MAX_NDIM:
+        raise ValueError(f"bad shape {shape}")
+    expected = dtype.itemsize
+    for d in shape:
+        if type(d) is not int or d < 0:
+            raise ValueError(f"bad shape {shape}")
+        expected *= d
     frames: list = _local.frames
-    if not 1 <= ref.frame < len(frames):
-        raise ValueError(f"frame index {ref.frame} out of range (message has {len(frames)} frames)")
+    if not 1 <= index < len(frames):
+        raise ValueError(f"frame index {index} out of range (message has {len(frames)} frames)")
     used: set = _local.used
-    if ref.frame in used:
-        raise ValueError(f"frame {ref.frame} referenced twice")
-    used.add(ref.frame)
-    dtype = np.dtype(ref.dtype)
-    buf = frames[ref.frame]
-    expected = math.prod(ref.shape) * dtype.itemsize
+    if index in used:
+        raise ValueError(f"frame {index} referenced twice")
+    used.add(index)
+    buf = frames[index]
     if buf.nbytes != expected:
-        raise ValueError(f"frame {ref.frame} has {buf.nbytes} bytes, shape/dtype need {expected}")
-    return np.frombuffer(buf, dtype=dtype).reshape(tuple(ref.shape))
+        raise ValueError(f"frame {index} has {buf.nbytes} bytes, shape/dtype need {expected}")
+    return np.ndarray(shape, dtype, buf)
 
 
 _encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
@@ -133,15 +138,24 @@ def _as_buffer(frame: Any) -> memoryview:
 
 
 def decode(frames: Sequence[Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Message:
-    """Decode frames into a message; any problem raises ``ProtocolError`` naming the field."""
+    """Decode frames into a message; any problem raises ``ProtocolError`` naming the field (and,
+    when the header is a map with an integer ``seq``, carrying it as ``ref_seq``)."""
     if not frames:
         raise ProtocolError("empty message", code="malformed")
     views = [_as_buffer(f) for f in frames]
     total = sum(v.nbytes for v in views)
+    if views[0].nbytes > MAX_HEADER_BYTES:  # never parse an oversized header, not even for its seq
+        raise ProtocolError(f"header of {views[0].nbytes} bytes exceeds {MAX_HEADER_BYTES}", code="too_large")
+    try:
+        return _decode(views, total, max_bytes)
+    except ProtocolError as e:
+        e.ref_seq = _peek_seq(views[0])
+        raise
+
+
+def _decode(views: list[memoryview], total: int, max_bytes: int) -> Message:
     if total > max_bytes:
         raise ProtocolError(f"message of {total} bytes exceeds the {max_bytes}-byte limit", code="too_large")
-    if views[0].nbytes > MAX_HEADER_BYTES:
-        raise ProtocolError(f"header of {views[0].nbytes} bytes exceeds {MAX_HEADER_BYTES}", code="too_large")
     try:
         env = _envelope_decoder.decode(views[0])
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
@@ -167,13 +181,32 @@ def decode(frames: Sequence[Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Message
     return msg
 
 
+class _SeqOnly(msgspec.Struct):
+    seq: int
+
+
+_seq_decoder = msgspec.msgpack.Decoder(_SeqOnly)
+
+
+def _peek_seq(header: memoryview) -> int:
+    """The header's ``seq`` if it is a map holding an integer one, else -1 (only on errors)."""
+    try:
+        return _seq_decoder.decode(header).seq
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return -1
+
+
 def _field_of(e: Exception, msg_type: str | None = None) -> str | None:
     """Name the offending field: msgspec's `- at `$.path`` suffix, else the field a schema check
     (``__post_init__``) names first in its message."""
     text = str(e)
     marker = "- at `"
-    if marker in text:
-        return text.rsplit(marker, 1)[1].rstrip("`")
+    path = text.rsplit(marker, 1)[1].rstrip("`") if marker in text else None
+    missing = "missing required field `"
+    if missing in text:  # msgspec names the field but not as a path: `$.obs_seq`
+        return f"{path or '$'}.{text.split(missing, 1)[1].split('`', 1)[0]}"
+    if path is not None:
+        return path
     cls = MESSAGE_BY_TAG.get(msg_type or "")
     first = text.split(" ", 1)[0].split("[", 1)[0]
     if cls is not None and first in cls.__struct_fields__:

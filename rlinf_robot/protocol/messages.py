@@ -41,6 +41,7 @@ TRACE_COLUMNS = (("joint_pos", 7), ("ee_pose", 7), ("gripper_width", 1))
 TRACE_WIDTH = sum(w for _, w in TRACE_COLUMNS)
 
 Scalar = bool | int | float | str
+_UINT8 = np.dtype(np.uint8)
 
 
 def _require(cond: bool, message: str | Callable[[], str]) -> None:
@@ -51,6 +52,13 @@ def _require(cond: bool, message: str | Callable[[], str]) -> None:
 
 
 def _float_vector(name: str, a: np.ndarray, length: int | None = None) -> None:
+    if (
+        type(a) is np.ndarray
+        and a.ndim == 1
+        and a.dtype.kind == "f"
+        and (length is None or a.shape[0] == length)
+    ):
+        return  # the common case, checked in one line: this runs for every observation
     _require(isinstance(a, np.ndarray), f"{name} must be an array")
     _require(a.ndim == 1, lambda: f"{name} must be 1-D, got shape {a.shape}")
     _require(a.dtype.kind == "f", lambda: f"{name} must be float, got {a.dtype}")
@@ -92,6 +100,13 @@ class Observation(_Base, kw_only=True, tag="observation"):
         _float_vector("joint_vel", self.joint_vel, self.joint_pos.shape[0])
         _float_vector("ee_pose", self.ee_pose, 7)
         for cam, img in self.images.items():
+            if (
+                type(img) is np.ndarray
+                and img.dtype is _UINT8
+                and img.ndim == 3
+                and img.shape[2] in (1, 3, 4)
+            ):
+                continue
             _require(isinstance(img, np.ndarray), f"images[{cam}] must be an array")
             _require(
                 img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] in (1, 3, 4),

@@ -60,7 +60,48 @@ def test_missing_field_named():
     del h["obs_seq"]
     with pytest.raises(ProtocolError) as info:
         decode([pack(h), GOOD_PAYLOAD])
-    assert "obs_seq" in str(info.value)
+    assert "obs_seq" in str(info.value) and info.value.field == "$.obs_seq"
+
+
+@pytest.mark.parametrize(
+    ("header", "payload"),
+    [
+        (chunk_header(actions={"dtype": "<f4", "shape": [2, 6], "frame": 1}), b"\0" * 48),  # wrong width
+        (chunk_header(actions={"dtype": "<i4", "shape": [2, 7], "frame": 1}), GOOD_PAYLOAD),  # int dtype
+        (chunk_header(actions={"dtype": "<f4", "shape": [0, 7], "frame": 1}), b""),  # H = 0
+        (chunk_header(control_mode="warp"), GOOD_PAYLOAD),
+        (chunk_header(rate_hz=0.0), GOOD_PAYLOAD),
+        (chunk_header(v=2), GOOD_PAYLOAD),
+        (chunk_header(), GOOD_PAYLOAD[:-1]),  # truncated payload
+        (chunk_header(obs_seq="x"), GOOD_PAYLOAD),
+        ({"type": "command", "v": 1, "seq": 42, "name": "selfdestruct"}, None),
+        ({"type": "command", "v": 1, "seq": 42, "name": "home", "args": {"a": [1]}}, None),
+        ({"type": "teleport", "v": 1, "seq": 42}, None),
+        ({"type": "heartbeat", "v": 1, "seq": 42}, None),  # stamp_ns missing
+    ],
+)
+def test_an_error_carries_the_seq_whenever_it_can_be_read(header, payload):
+    """A client must be able to match every refusal to its request (issue 14, item 5)."""
+    header = {**header, "seq": 42}
+    with pytest.raises(ProtocolError) as info:
+        decode([pack(header)] + ([] if payload is None else [payload]))
+    assert info.value.ref_seq == 42, str(info.value)
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [pack(chunk_header(seq="x")), GOOD_PAYLOAD],  # not an integer
+        [pack({k: v for k, v in chunk_header().items() if k != "seq"}), GOOD_PAYLOAD],
+        [pack([1, 2, 3])],  # not a map
+        [pack(chunk_header())[:-3], GOOD_PAYLOAD],  # the header itself is cut off
+        [pack(chunk_header(pad="x" * 70_000)), GOOD_PAYLOAD],  # oversized header: never parsed
+    ],
+)
+def test_no_seq_is_made_up(frames):
+    with pytest.raises(ProtocolError) as info:
+        decode(frames)
+    assert info.value.ref_seq == -1
 
 
 def test_truncated_header_and_payload():
