@@ -166,7 +166,6 @@ def main() -> int:
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
     from rlinf_robot.bridge import BridgeServer, KinematicArm, ServerConfig
-    from rlinf_robot.bridge.latency import HopLatencies
     from rlinf_robot.protocol import ActionChunk, decode, encode
 
     rng = np.random.default_rng(0)
@@ -191,7 +190,7 @@ def main() -> int:
                 policy.infer(obs)
             _ask(learner, "run 100")
             for _ in range(args.rounds):
-                server.latency = HopLatencies()
+                server.latency.clear()
                 assert _ask(learner, f"run {per_round}") == "done"
                 ours.append(server.latency.spans["obs_to_action"].samples())
                 hops_p50.append({k: v["p50"] for k, v in server.latency.summary().items()})

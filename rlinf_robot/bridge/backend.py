@@ -46,10 +46,13 @@ class ArmBackend(Protocol):
         """E-stop: halt now. The server latches and refuses motion until ``reset``."""
 
     def run_command(self, name: str, args: Mapping[str, object]) -> str:
-        """Blocking ``home``/``reset``/``recover``; returns a short message, raises on failure."""
+        """Blocking ``home``/``reset``/``recover``; returns a short message, raises on failure.
+        Returns only once ``fault_state`` tells the state the command left the arm in: the bridge
+        replies right then, and the learner's next chunk meets that state."""
 
     def fault_state(self) -> str | None:
-        """``REFLEX``/``RECOVERING``/``LATCHED`` while the arm controller is in such a state."""
+        """``REFLEX``/``RECOVERING``/``LATCHED``/``ESTOP`` while the arm controller is in such a
+        state (it takes no commands), else None."""
 
 
 class KinematicArm:

@@ -68,7 +68,12 @@ class HopLatencies:
     """One histogram per span of ``SPANS``; ``record(hops)`` adds every span the map covers."""
 
     def __init__(self, window: int = 4096):
+        self._window = window
         self.spans = {name: LatencyHistogram(window) for name in SPANS}
+
+    def clear(self) -> None:
+        """Start every histogram afresh (a benchmark round; the object stays the one callers hold)."""
+        self.spans = {name: LatencyHistogram(self._window) for name in SPANS}
 
     def record(self, hops: dict[str, int]) -> None:
         for name, (a, b) in SPANS.items():

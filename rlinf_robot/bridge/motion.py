@@ -83,12 +83,15 @@ class Motion:
                 return Dropped("no_state", "no fresh robot state to anchor a delta chunk at")
             rule = self._rule(plan.mode, plan.gripper, plan.rate_hz)
             plan.anchor = rule.anchor(self.commanded, state.joint_pos)
-            if rule.lead_exceeded(self.commanded, state.joint_pos):
-                plan.report["lead_clamped"] = 1  # the arm lagged its last target by more than the lead
+            # 1: the arm lagged its last target by more than the lead, so row 0 starts nearer the arm
+            lead_clamped = int(rule.lead_exceeded(self.commanded, state.joint_pos))
+            if lead_clamped:
                 self._count("chunks_lead_clamped")
             resolved = rule.plan(plan.anchor, plan.actions)
             plan.targets, plan.widths = resolved.targets, resolved.widths
-            plan.report.update(scaled=int(resolved.scaled.sum()), clamped=int(resolved.clamped.sum()))
+            plan.report.update(
+                scaled=int(resolved.scaled.sum()), clamped=int(resolved.clamped.sum()), lead_clamped=lead_clamped
+            )
         self.latest = plan
         return result
 

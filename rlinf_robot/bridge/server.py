@@ -19,7 +19,6 @@ import os
 import threading
 import time
 from collections import Counter, OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import zmq
@@ -28,14 +27,14 @@ from rlinf_robot.bridge.backend import ArmBackend
 from rlinf_robot.bridge.config import ServerConfig
 from rlinf_robot.bridge.errors import BridgeError
 from rlinf_robot.bridge.events import EventLog
-from rlinf_robot.bridge.handlers import COMMANDS, check_busy
+from rlinf_robot.bridge.handlers import COMMANDS, BusySlot, CommandContext, finish_backend_command
 from rlinf_robot.bridge.latency import HopLatencies
-from rlinf_robot.bridge.lease import Lease
+from rlinf_robot.bridge.lease import Lease, LinkWatch
 from rlinf_robot.bridge.motion import Motion
 from rlinf_robot.bridge.peers import Peer, client_id_of, is_heartbeat_socket
 from rlinf_robot.bridge.scheduler import Dropped
 from rlinf_robot.protocol import ActionChunk, Command, Error, Heartbeat, ProtocolError, Status, decode, encode
-from rlinf_robot.safety import EStop, SafetyLimits, Watchdog
+from rlinf_robot.safety import EStop, SafetyLimits
 
 log = logging.getLogger(__name__)
 MAX_PEERS = 1024
@@ -53,10 +52,15 @@ class BridgeServer:
         self.latency = HopLatencies()
         self.counters: Counter[str] = Counter()
         self.estop = EStop()
-        self.watchdog = Watchdog(self.config.deadman_ms)
         self.lease = Lease(int(self.config.lease_timeout_ms * 1e6))
+        self.link = LinkWatch(self.config.deadman_ms, self.events)
         self.motion = Motion(
-            backend, self.limits, int(self.config.max_obs_age_ms * 1e6), self.events, self.latency, self._count
+            backend,
+            self.limits,
+            int(self.config.max_obs_age_ms * 1e6),
+            self.events,
+            self.latency,
+            self._count,
         )
         self.endpoint = ""
         self._lock = threading.Lock()
@@ -64,9 +68,7 @@ class BridgeServer:
         self._obs_stamps: OrderedDict[int, int] = OrderedDict()
         self._obs_seq = 0
         self._out_seq = itertools.count(1)  # seq of messages the server originates
-        self._link_lost = False
-        self._last_feed_ns = 0
-        self._busy: tuple[Future, bytes, Command] | None = None
+        self.busy = BusySlot()
         self._obs_period_ns = int(1e9 / self.config.obs_rate_hz)
         self._next_obs_ns = 0
         self._stop = threading.Event()
@@ -74,7 +76,20 @@ class BridgeServer:
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
         self._security = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="bridge-cmd")
+        self._commands = CommandContext(
+            backend=backend,
+            lease=self.lease,
+            estop=self.estop,
+            motion=self.motion,
+            link=self.link,
+            busy=self.busy,
+            events=self.events,
+            count=self._count,
+            send=self._send,
+            broadcast=self._broadcast_status,
+            status=self.status,
+            arm_refusal=self._arm_refusal,
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> BridgeServer:
@@ -111,7 +126,7 @@ class BridgeServer:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.busy.shutdown()
         self._shutdown_context()
 
     def _shutdown_context(self) -> None:
@@ -138,7 +153,7 @@ class BridgeServer:
         fault = self.backend.fault_state()
         if fault:
             return fault
-        if self._link_lost:
+        if self.link.lost:
             return "LINK_LOST"
         if self.motion.active:
             return "ACTIVE"
@@ -151,7 +166,7 @@ class BridgeServer:
         for f in self.motion.filters():
             for k, v in f.snapshot().items():
                 counters[f"safety_{k}"] = counters.get(f"safety_{k}", 0) + v
-        counters["deadman_trips"] = self.watchdog.trips
+        counters["deadman_trips"] = self.link.trips
         counters["estop_triggers"] = self.estop.count
         counters["skipped_steps"] = self.motion.scheduler.skipped_steps
         if self._security is not None:
@@ -196,14 +211,14 @@ class BridgeServer:
             for t in (self.motion.scheduler.next_deadline_ns(), self._deadman_deadline_ns()):
                 if t is not None:
                     wake = min(wake, t)
-            if self._busy is not None:
+            if self.busy.running is not None:
                 wake = min(wake, now + 2_000_000)
             timeout_ms = max(0, math.ceil((wake - now) / 1e6))
             try:
                 if poller.poll(timeout_ms):
                     self._drain()
                 now = time.monotonic_ns()
-                check_busy(self)
+                finish_backend_command(self._commands)
                 self._check_deadman(now)
                 self._run_steps(time.monotonic_ns())
                 if publishing and now >= self._next_obs_ns:
@@ -246,7 +261,13 @@ class BridgeServer:
             self._count("unexpected_message")
             if not isinstance(msg, Error):  # never answer an error with an error
                 self._send(
-                    identity, Error(code="refused", message=f"a client may not send {type(msg).__name__}")
+                    identity,
+                    Error(
+                        code="refused",
+                        message=f"a client may not send {msg.__struct_config__.tag}",
+                        field="$.type",
+                        ref_seq=msg.seq,
+                    ),
                 )
             return None
         return handler(self, peer, msg, now, t_rx_wall)
@@ -280,7 +301,7 @@ class BridgeServer:
             )
             return
         if self.lease.beat(peer.client_id, peer.key, now):
-            self._feed(now)
+            self.link.feed(now)
         data_peer = self._peers.get(peer.client_id.encode())
         if data_peer is not None:  # the client's data socket is alive as long as it beats
             data_peer.last_seen_ns = now
@@ -301,7 +322,7 @@ class BridgeServer:
             )
             return
         self.lease.beat(peer.client_id, peer.key, now)
-        self._feed(now)
+        self.link.feed(now)
         result = self.motion.accept(chunk, now, self._obs_stamps.get(chunk.obs_seq))
         if isinstance(result, Dropped):
             self._count(f"chunks_dropped_{result.reason}")
@@ -316,7 +337,7 @@ class BridgeServer:
 
     def _on_command(self, peer: Peer, cmd: Command, now: int, t_rx: int) -> None:
         self._count(f"command_{cmd.name}")
-        outcome = COMMANDS[cmd.name](self, peer, cmd, now)
+        outcome = COMMANDS[cmd.name](self._commands, peer, cmd, now)
         if outcome is None:  # deferred: answered when the worker finishes
             return
         if isinstance(outcome, Error):
@@ -328,42 +349,39 @@ class BridgeServer:
     _HANDLERS = {Heartbeat: _on_heartbeat, ActionChunk: _on_chunk, Command: _on_command}
 
     # ------------------------------------------------------------------ who may move the arm
-    def _motion_refusal(self, peer) -> tuple[str, str] | None:
+    def _motion_refusal(self, peer: Peer) -> tuple[str, str] | None:
         """Only the lease holder, never while latched, busy or faulted."""
         if not self.lease.held_by(peer.client_id, peer.key):
             holder = self.lease.holder or "nobody"
             return "refused", f"{peer.client_id} does not hold the control lease (held by {holder})"
+        return self._arm_refusal()
+
+    def _arm_refusal(self) -> tuple[str, str] | None:
+        """(code, why) while nobody may move the arm: an e-stop here or on the arm is ``latched``,
+        a running home/reset/recover ``busy``, a REFLEX / RECOVERING / LATCHED arm ``fault``."""
         if self.estop.latched:
             return "latched", f"e-stop latched ({self.estop.reason}); send reset"
-        if self._busy is not None:
-            return "busy", f"{self._busy[2].name} in progress"
+        if self.busy.running is not None:
+            return "busy", f"{self.busy.name} in progress"
         fault = self.backend.fault_state()
+        if fault == "ESTOP":
+            return "latched", "the arm's e-stop is latched; send reset"
         if fault:
             return "fault", f"arm is in {fault}"
         return None
 
     def _deadman_deadline_ns(self) -> int | None:
-        if not self.lease.holder or self._link_lost:
-            return None
-        return self._last_feed_ns + int(self.config.deadman_ms * 1e6) + 1
-
-    def _feed(self, now: int) -> None:
-        self.watchdog.feed(now / 1e9)
-        self._last_feed_ns = now
-        if self._link_lost:
-            self._link_lost = False
-            self.events.add("link_restored")
+        return self.link.deadline_ns() if self.lease.holder else None
 
     def _check_deadman(self, now: int) -> None:
-        if not self.lease.holder or self._link_lost or not self.watchdog.expired(now / 1e9):
+        if not self.lease.holder or not self.link.trip(now):
             return
-        self._link_lost = True
         self._hold("deadman")
-        self.events.add("deadman", last_feed_ns=self._last_feed_ns, holder=self.lease.holder)
+        self.events.add("deadman", last_feed_ns=self.link.last_feed_ns, holder=self.lease.holder)
         log.warning(
             "deadman: no heartbeat or chunk from %s for %.0f ms; holding",
             self.lease.holder,
-            (time.monotonic_ns() - self._last_feed_ns) / 1e6,
+            (time.monotonic_ns() - self.link.last_feed_ns) / 1e6,
         )
         self._broadcast_status("deadman: link to the lease holder lost")
 
@@ -398,11 +416,11 @@ class BridgeServer:
         while len(self._obs_stamps) > self.config.obs_history:
             self._obs_stamps.popitem(last=False)
         obs.hops = {**obs.hops, "obs_sent": time.time_ns()}
-        self.latency.record(obs.hops)
         frames = encode(obs)
         for peer in subscribers:
             if not self._send_frames(peer.identity, frames):
                 self._count("obs_dropped")
+        self.latency.record(obs.hops)  # bookkeeping after the send: it is not on the path
         self._count("obs_published")
 
     def _broadcast_status(self, message: str) -> None:
@@ -419,7 +437,7 @@ class BridgeServer:
                 self._send(peer.identity, msg)
 
     def _reply_error(self, identity: bytes, e: ProtocolError) -> None:
-        self._send(identity, Error(code=e.code, message=str(e), field=e.field or ""))
+        self._send(identity, Error(code=e.code, message=str(e), field=e.field or "", ref_seq=e.ref_seq))
 
     def _send(self, identity: bytes, msg) -> bool:
         return self._send_frames(identity, encode(msg))
@@ -431,22 +449,45 @@ class BridgeServer:
         except zmq.Again:
             self._count("send_would_block")
         except zmq.ZMQError as e:
-            if e.errno == zmq.EHOSTUNREACH:
-                self._peers.pop(identity, None)
+            if e.errno == zmq.EHOSTUNREACH and self._peers.pop(identity, None) is not None:
+                self._count("peers_unreachable")  # its connection is gone: nobody to tell
             self._count("send_failed")
         return False
 
     def _housekeeping(self, now: int, force: bool = False) -> None:
         limit = int(self.config.peer_timeout_s * 1e9)
-        for identity, peer in list(self._peers.items()):
-            if now - peer.last_seen_ns > limit or (force and not peer.subscribed):
-                del self._peers[identity]
+        for peer in list(self._peers.values()):
+            silent = now - peer.last_seen_ns > limit
+            if silent or (force and not peer.subscribed):
+                self._drop_peer(peer, now, "silent" if silent else "too_many_peers")
         if self.lease.expired(now):
             holder = self.lease.release()
             self._hold("lease_expired")
             self._count("lease_expired")
             self.events.add("lease_expired", client=holder)
             self._broadcast_status(f"lease of {holder} expired")
+
+    def _drop_peer(self, peer: Peer, now: int, why: str) -> None:
+        """Forget a peer, and tell it so: a client that is still there sees an ``Error`` of code
+        ``dropped`` (and must ``subscribe`` again to get observations)."""
+        del self._peers[peer.identity]
+        self._count("peers_dropped")
+        if peer.subscribed:
+            self._count("subscribers_dropped")
+        self.events.add("peer_dropped", client=peer.client_id, subscribed=peer.subscribed, why=why)
+        if is_heartbeat_socket(peer.identity):
+            return
+        if why == "silent":
+            quiet_s = (now - peer.last_seen_ns) / 1e9
+            message = (
+                f"no message from {peer.client_id} for {quiet_s:.1f} s (peer_timeout_s "
+                f"{self.config.peer_timeout_s:g}): forgotten"
+            )
+        else:
+            message = f"more than {MAX_PEERS} peers: idle ones are forgotten"
+        if peer.subscribed:
+            message += "; observations stopped: send subscribe again"
+        self._send(peer.identity, Error(code="dropped", message=message))
 
     def _on_refused_key(self, key: str) -> None:
         self.events.add("unauthorized", key=key)

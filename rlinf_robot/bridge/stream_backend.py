@@ -13,10 +13,18 @@ its own command deadman (franka_node) keeps tracking a target between chunk step
 chunk's last step until a lagging arm has reached it (a chunk moves the arm by its row sum; on
 franka-sim at relative_dynamics_factor 0.2 the arm arrives up to ~1 s after a 50 Hz chunk ends).
 The learner's deadman and every hold clear it, so a dead learner never keeps the arm moving.
+
+The arm driver's state machine comes in as reports (``on_arm_state``: franka_node's /diagnostics,
+stamped by the driver). They arrive at the driver's diagnostics rate (5 Hz), so right after a
+``reset`` the newest report can still say ``ESTOP``: ``run_command`` therefore returns only once a
+report stamped after the driver answered has arrived, and the bridge replies with the state the
+arm is really in (a reply that said ``ESTOP`` while the next chunk was already refused, or
+accepted, would be no answer at all).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,6 +34,10 @@ import numpy as np
 
 from rlinf_robot.protocol import Observation
 from rlinf_robot.safety import RobotState, SafeAction
+
+log = logging.getLogger(__name__)
+#: Driver states in which the arm takes no commands; the bridge reports them as its own state.
+FAULT_STATES = frozenset({"REFLEX", "RECOVERING", "LATCHED", "ESTOP"})
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,7 @@ class StreamBackend:
         camera_max_age_s: float = 0.5,
         target_hold_s: float = 5.0,
         instruction: str = "",
+        state_report_timeout_s: float = 2.0,
     ):
         self.sinks = sinks
         self.cameras = list(cameras)
@@ -67,8 +80,11 @@ class StreamBackend:
         self.camera_max_age_s = camera_max_age_s
         self.target_hold_s = target_hold_s
         self.instruction = instruction
-        self.arm_state: str | None = None  # REFLEX / RECOVERING / LATCHED as reported downstream
+        self.state_report_timeout_s = state_report_timeout_s
+        self.arm_state: str | None = None  # REFLEX / RECOVERING / LATCHED / ESTOP as reported downstream
+        self._state_stamp_ns = 0  # the driver's stamp (wall clock) of the newest state report
         self._lock = threading.Lock()
+        self._state_cond = threading.Condition(self._lock)
         self._arm: _Sample | None = None
         self._images: dict[str, _Sample] = {}
         self._target: tuple[SafeAction, float] | None = None
@@ -89,6 +105,16 @@ class StreamBackend:
         )
         with self._lock:
             self._arm = sample
+
+    def on_arm_state(self, state: str, wall_ns: int) -> None:
+        """The driver's state-machine state (``ACTIVE``, ``REFLEX``, ...) as of ``wall_ns``, its own
+        stamp on the wall clock. A report older than the newest one is ignored."""
+        with self._state_cond:
+            if wall_ns < self._state_stamp_ns:
+                return
+            self.arm_state = state if state in FAULT_STATES else None
+            self._state_stamp_ns = int(wall_ns)
+            self._state_cond.notify_all()
 
     def on_image(self, camera: str, image: np.ndarray, wall_ns: int) -> None:
         with self._lock:
@@ -167,12 +193,28 @@ class StreamBackend:
         self.sinks.stop()
 
     def run_command(self, name: str, args: Mapping[str, object]) -> str:
+        """Call the driver's service; once it answered, wait for a state report stamped after
+        the answer, so ``fault_state`` tells what the command left behind (without reports at all,
+        e.g. a driver that publishes none, there is nothing stale to wait out)."""
         with self._lock:
             self._target = None
+            reporting = self._state_stamp_ns > 0
         ok, message = self.sinks.call(name)
+        answered_ns = time.time_ns()
         if not ok:
             raise RuntimeError(message or f"{name} refused")
+        if reporting and not self._wait_state_report(answered_ns):
+            raise RuntimeError(
+                f"{name}: the arm answered ({message}) but sent no state report within "
+                f"{self.state_report_timeout_s:g} s; its state is unknown"
+            )
         return message
+
+    def _wait_state_report(self, after_ns: int) -> bool:
+        with self._state_cond:
+            return self._state_cond.wait_for(
+                lambda: self._state_stamp_ns >= after_ns, self.state_report_timeout_s
+            )
 
     def fault_state(self) -> str | None:
         return self.arm_state

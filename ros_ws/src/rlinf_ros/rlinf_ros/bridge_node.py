@@ -49,10 +49,6 @@ PARAMS = {
     "diagnostics_rate_hz": 1.0,
     "base_frame": "fr3_link0",
 }
-#: franka_node diagnostic states the bridge reports as its own (it refuses motion meanwhile).
-ARM_FAULTS = {"REFLEX", "RECOVERING", "LATCHED", "ESTOP"}
-
-
 def _camera_name(topic: str) -> str:
     return topic.strip("/").split("/", 1)[0]
 
@@ -128,11 +124,11 @@ class BridgeNode(Node):
         self.backend.on_image(camera, np.ascontiguousarray(img), int((stamp or time.time()) * 1e9))
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        stamp = from_stamp(msg.header.stamp) or time.time()
         for status in msg.status:
             if "franka_node" in status.name:
                 values = {kv.key: kv.value for kv in status.values}
-                state = values.get("state", "")
-                self.backend.arm_state = state if state in ARM_FAULTS else None
+                self.backend.on_arm_state(values.get("state", ""), int(stamp * 1e9))
 
     # ------------------------------------------------------------------ commands out
     def _joint_command(self, q: np.ndarray, gripper: float | None) -> None:
