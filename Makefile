@@ -8,8 +8,9 @@ PY := $(VENV)/bin/python
 STAMPS := build/stamps
 FR3_WRAPPER := build/fr3/fr3_wrapper.xml
 ROS_SRC := $(shell find ros_ws/src -type f -not -path '*/__pycache__/*' 2>/dev/null)
-# Debian packages: OSMesa for CPU rendering of MuJoCo camera observations.
-APT_PACKAGES := libosmesa6
+# Debian packages: OSMesa for CPU rendering of MuJoCo camera observations; Chromium to check that a
+# run's report.html renders (tests/integration/test_hybrid.py).
+APT_PACKAGES := libosmesa6 chromium
 
 export MUJOCO_GL ?= osmesa
 export PYOPENGL_PLATFORM ?= osmesa
@@ -27,7 +28,7 @@ help:
 
 setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/franka-sim $(FR3_WRAPPER) $(STAMPS)/ros_ws
 
-$(STAMPS)/apt:
+$(STAMPS)/apt: Makefile
 	@bash tools/ensure_apt.sh $(APT_PACKAGES)
 	@mkdir -p $(STAMPS) && touch $@
 

@@ -16,9 +16,11 @@ COMMANDS: dict[str, str] = {
     "calibrate": "rlinf_robot.commands.calibrate",
     "demo": "rlinf_robot.commands.demo",
     "doctor": "rlinf_robot.commands.doctor",
+    "eval": "rlinf_robot.commands.eval",
     "keys": "rlinf_robot.commands.keys",
     "plan": "rlinf_robot.commands.plan",
     "robot": "rlinf_robot.commands.robot",
+    "train": "rlinf_robot.commands.train",
 }
 
 

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from rlinf_robot.algorithms.grpo import grpo_loss
 from rlinf_robot.algorithms.offpolicy import decoupled_ppo_loss
-from rlinf_robot.algorithms.ppo import ppo_loss
+from rlinf_robot.algorithms.ppo import ppo_loss, value_loss
 from rlinf_robot.algorithms.registry import register_objective
 from rlinf_robot.algorithms.sft import bc_loss, bc_nll_loss
 
@@ -58,20 +58,39 @@ def grpo_objective(policy, batch: dict, clip: float = 0.2, kl_coef: float = 0.0)
 
 @register_objective("decoupled_ppo")
 def decoupled_ppo_objective(
-    policy, batch: dict, clip: float = 0.2, rho_max: float = 1.0
+    policy,
+    batch: dict,
+    clip: float = 0.2,
+    rho_max: float = 1.0,
+    vf_coef: float = 0.0,
+    ent_coef: float = 0.0,
+    value_clip: float | None = None,
 ) -> tuple[Tensor, dict]:
     """Stale rollouts: ``behaviour_log_prob`` from the (older) policy version that acted,
-    ``proximal_log_prob`` from the learner's weights when the batch arrived."""
+    ``proximal_log_prob`` from the learner's weights when the batch arrived. With ``vf_coef`` > 0
+    the batch's ``returns`` also train the value head (clipped around ``value`` with
+    ``value_clip``), and ``ent_coef`` adds the entropy bonus: the whole PPO actor-critic loss, with
+    fresh rows (behaviour = proximal) getting exactly PPO's. ``mask`` weights rows in every term."""
     out = policy({"obs": batch["obs"], "raw_actions": batch["raw_actions"]})
-    return decoupled_ppo_loss(
+    mask = batch.get("mask")
+    loss, stats = decoupled_ppo_loss(
         out["log_prob"],
         batch["proximal_log_prob"],
         batch["behaviour_log_prob"],
         batch["advantages"],
         clip=clip,
         rho_max=rho_max,
-        mask=batch.get("mask"),
+        mask=mask,
     )
+    if vf_coef:
+        vl = value_loss(out["value"], batch["returns"], batch.get("value"), value_clip, mask=mask)
+        loss = loss + vf_coef * vl
+        stats["value_loss"] = vl.detach()
+    ent = out["entropy"].mean() if mask is None else (out["entropy"] * mask).sum() / mask.sum().clamp_min(1.0)
+    if ent_coef:
+        loss = loss - ent_coef * ent
+    stats["entropy"] = ent.detach()
+    return loss, stats
 
 
 @register_objective("sft")

@@ -70,13 +70,23 @@ def clipped_policy_loss(log_prob: Tensor, old_log_prob: Tensor, advantages: Tens
     return -surrogate.mean(), approx_kl, clip_fraction
 
 
-def value_loss(value: Tensor, returns: Tensor, old_value: Tensor | None = None, clip: float | None = None):
-    """L^V = 1/2 E[(V - R)^2]; with clipping, 1/2 E[max((V - R)^2, (V_old + clip(V - V_old, +-c) - R)^2)]."""
-    unclipped = (value - returns) ** 2
-    if clip is None or old_value is None:
-        return 0.5 * unclipped.mean()
-    clipped = (old_value + (value - old_value).clamp(-clip, clip) - returns) ** 2
-    return 0.5 * torch.max(unclipped, clipped).mean()
+def value_loss(
+    value: Tensor,
+    returns: Tensor,
+    old_value: Tensor | None = None,
+    clip: float | None = None,
+    mask: Tensor | None = None,
+):
+    """L^V = 1/2 E[(V - R)^2]; with clipping, 1/2 E[max((V - R)^2, (V_old + clip(V - V_old, +-c) - R)^2)].
+    ``mask`` weights the rows of the mean (rows with weight 0 do not count)."""
+    per = (value - returns) ** 2
+    if clip is not None and old_value is not None:
+        clipped = (old_value + (value - old_value).clamp(-clip, clip) - returns) ** 2
+        per = torch.max(per, clipped)
+    if mask is None:
+        return 0.5 * per.mean()
+    m = mask.to(per.dtype)
+    return 0.5 * (per * m).sum() / m.sum().clamp_min(1.0)
 
 
 @register_loss("ppo")

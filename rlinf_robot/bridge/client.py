@@ -32,6 +32,7 @@ from rlinf_robot.bridge.config import ClientConfig
 from rlinf_robot.bridge.errors import BridgeError, BridgeTimeout, CommandRefused
 from rlinf_robot.bridge.latency import LatencyHistogram
 from rlinf_robot.bridge.peers import HB_SUFFIX
+from rlinf_robot.bridge.transport import more_queued, recv_frames, send_frames
 from rlinf_robot.errors import Latched, LinkLost
 from rlinf_robot.protocol import (
     ActionChunk,
@@ -128,7 +129,12 @@ class BridgeClient:
         """Release the control lease if this client holds it (so the next learner need not wait
         for it to lapse; ``release_lease=False`` just goes silent, like a crashed learner), then
         stop the heartbeats and close the sockets."""
-        if release_lease and getattr(self, "_holds_lease", False) and self._sock is not None and self._link_up:
+        if (
+            release_lease
+            and getattr(self, "_holds_lease", False)
+            and self._sock is not None
+            and self._link_up
+        ):
             try:
                 self.command("release_lease", timeout=1.0)
             except Exception:  # closing must not fail: the lease lapses by itself anyway
@@ -278,9 +284,7 @@ class BridgeClient:
         if self._sock is None:
             raise BridgeError("client is closed")
         try:
-            # copy=True: a learner's messages are small (a 16x8 chunk is 512 bytes), and pyzmq's
-            # zero-copy path costs more than copying them
-            self._sock.send_multipart(encode(msg), zmq.NOBLOCK, copy=True)
+            send_frames(self._sock, encode(msg))  # copied: a 16x8 chunk is 512 bytes
         except zmq.Again:
             raise LinkLost(f"cannot send to {self.config.endpoint}: not connected or queue full") from None
 
@@ -318,20 +322,22 @@ class BridgeClient:
         """Wait up to ``timeout_ms`` for traffic, then handle everything queued."""
         if self._sock is None:
             raise BridgeError("client is closed")
+        sock = self._sock
         if not self._poller.poll(timeout_ms):
             return
         while True:
-            try:
-                frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            frames = recv_frames(sock)
+            if frames is None:
                 return
             t_rx = time.time_ns()
             try:
                 msg = decode(frames, self.config.max_message_bytes)
             except ProtocolError as e:
                 log.warning("undecodable message from the robot: %s", e)
-                continue
-            self._route(msg, t_rx)
+            else:
+                self._route(msg, t_rx)
+            if not more_queued(sock):
+                return
 
     def _route(self, msg, t_rx: int) -> None:
         if isinstance(msg, Observation):

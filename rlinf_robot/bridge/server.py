@@ -33,6 +33,7 @@ from rlinf_robot.bridge.lease import Lease, LinkWatch
 from rlinf_robot.bridge.motion import Motion
 from rlinf_robot.bridge.peers import Peer, client_id_of, is_heartbeat_socket
 from rlinf_robot.bridge.scheduler import Dropped
+from rlinf_robot.bridge.transport import more_queued, recv_frames, send_frames
 from rlinf_robot.protocol import ActionChunk, Command, Error, Heartbeat, ProtocolError, Status, decode, encode
 from rlinf_robot.safety import EStop, SafetyLimits
 
@@ -237,12 +238,14 @@ class BridgeServer:
             self.motion.safe_backend(self.backend.hold)
 
     def _drain(self) -> None:
+        sock = self._sock
         for _ in range(MAX_BATCH):
-            try:
-                frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            frames = recv_frames(sock)
+            if frames is None:
                 return
             self._handle(frames, time.time_ns())
+            if not more_queued(sock):
+                return
 
     # ------------------------------------------------------------------ dispatch
     def _handle(self, frames: list, t_rx_wall: int) -> None:
@@ -444,7 +447,7 @@ class BridgeServer:
 
     def _send_frames(self, identity: bytes, frames: list) -> bool:
         try:
-            self._sock.send_multipart([identity, *frames], zmq.NOBLOCK, copy=True)
+            send_frames(self._sock, [identity, *frames])
             return True
         except zmq.Again:
             self._count("send_would_block")

@@ -126,17 +126,11 @@ class RealRobotEnv(BatchedEnv):
         if self.task.gripper and self.cfg.gripper is False:
             raise ConfigError(f"{self.task.name} needs the gripper column: gripper must be true (or unset)")
         self.gripper = self.task.gripper if self.cfg.gripper is None else bool(self.cfg.gripper)
-        self.action_spec = safe_action_spec(self.cfg.action_mode, self.gripper, self.cfg.control_hz)
+        self.action_spec, self.obs_spec = self.specs(self.cfg)
         self.max_episode_steps = self.cfg.max_episode_steps or max(
             1, round(self.task.episode_seconds * self.cfg.control_hz)
         )
         self.terminate_on_success = self.cfg.terminate_on_success
-        state_fields = ROBOT_STATE_FIELDS + tuple(self.task.features)
-        self.obs_spec = ObsSpec(
-            state_shape=(sum(w for _, w in state_fields),),
-            images=dict(self.cfg.cameras),
-            state_fields=state_fields,
-        )
         n = self.num_envs
         self._rng = np.random.default_rng(self.cfg.seed)
         self._obs: list[Observation | None] = [None] * n
@@ -145,6 +139,18 @@ class RealRobotEnv(BatchedEnv):
         for c in self.clients:
             c.subscribe()
             c.acquire_lease()
+
+    @staticmethod
+    def specs(config: RealEnvConfig) -> tuple:
+        """(action_spec, obs_spec) a ``RealRobotEnv`` with ``config`` will have, without connecting
+        (a worker builds its policy before the robot is reachable)."""
+        task = make_task(config.task, **config.task_options)
+        gripper = task.gripper if config.gripper is None else bool(config.gripper)
+        fields = ROBOT_STATE_FIELDS + tuple(task.features)
+        return (
+            safe_action_spec(config.action_mode, gripper, config.control_hz),
+            ObsSpec((sum(w for _, w in fields),), dict(config.cameras), fields),
+        )
 
     @classmethod
     def connect(

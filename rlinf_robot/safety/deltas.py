@@ -48,7 +48,8 @@ from rlinf_robot.safety.limits import SafetyLimits
 #: Base width of each delta mode's rows (without the gripper column).
 DELTA_WIDTH = {"joint_delta": 7, "ee_delta": 6}
 _IK_DAMPING = 1e-2  # lambda of the damped least squares step (m / rad)
-_NEWTON_STEPS = 3  # DLS iterations per ee row: ~1e-6 m of a 2 cm step left, where one leaves ~1 mm
+_NEWTON_STEPS = 3  # extra DLS iterations per ee row, at most: one step leaves ~1 mm of a 2 cm step
+_POSE_TOL = 1e-6  # m / rad: the row's pose is reached when the error is below this (a micron)
 _BISECTION_STEPS = 14
 
 
@@ -130,9 +131,11 @@ class DeltaRule:
         scaled = np.zeros((n, horizon), bool)
         clamped = np.zeros((n, horizon), bool)
         step = self._joint_row if self.mode == "joint_delta" else self._ee_row
+        kin = self._kinematics(q)
         for h in range(horizon):
-            q, scaled[:, h], clamped[:, h] = step(q, a[:, h, : DELTA_WIDTH[self.mode]])
+            q, kin, scaled[:, h], clamped[:, h] = step(q, kin, a[:, h, : DELTA_WIDTH[self.mode]])
             targets[:, h] = q
+        self._cache = (q.copy(), kin)
         widths = None
         if self.gripper:
             raw = a[:, :, -1]
@@ -142,14 +145,24 @@ class DeltaRule:
             return DeltaPlan(targets[0], None if widths is None else widths[0], scaled[0], clamped[0])
         return DeltaPlan(targets, widths, scaled, clamped)
 
+    def _kinematics(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(TCP Jacobian, TCP pose) at ``q``; the last plan's end is remembered, since a sim's next
+        step (and a streamed next chunk) usually starts from exactly there."""
+        cache = getattr(self, "_cache", None)
+        if cache is not None and cache[0].shape == q.shape and np.array_equal(cache[0], q):
+            return cache[1]
+        return model.jacobian(q, self.tcp_offset)
+
     # ------------------------------------------------------------------ rows
-    def _joint_row(self, q: np.ndarray, d: np.ndarray):
+    # Each row takes (q, kinematics at q, row) and returns (target, kinematics at it, scaled, clamped).
+    def _joint_row(self, q: np.ndarray, kin, d: np.ndarray):
         ratio = np.max(np.abs(d) / self.joint_step, axis=1)
         scaled = ratio > 1.0 + 1e-9
         d = d / np.maximum(ratio, 1.0)[:, None]
-        return self._finish(q, q + d, scaled)
+        target, kin, clamped = self._finish(q, kin, q + d)
+        return target, kin, scaled, clamped
 
-    def _ee_row(self, q: np.ndarray, d: np.ndarray):
+    def _ee_row(self, q: np.ndarray, kin, d: np.ndarray):
         dp, dr = d[:, :3].copy(), d[:, 3:6].copy()
         scaled = np.zeros(len(q), bool)
         for part, cap in ((dp, self.ee_step), (dr, self.rot_step)):
@@ -157,7 +170,7 @@ class DeltaRule:
             over = norm > cap * (1.0 + 1e-9)
             part[over] *= (cap / norm[over])[:, None]
             scaled |= over
-        jac, t = model.jacobian(q, self.tcp_offset)
+        jac, t = kin
         p = t[:, :3, 3]
         goal = p + dp
         outside = np.any((goal < self.box_lo) | (goal > self.box_hi), axis=1)
@@ -173,23 +186,37 @@ class DeltaRule:
         goal_t[:, :3, 3] = p + dp
         goal_t[:, :3, :3] = rotvec_to_matrix(dr) @ t[:, :3, :3]
         q_new = q + model.dls_step(jac, np.concatenate([dp, dr], axis=1), _IK_DAMPING)
-        for _ in range(_NEWTON_STEPS - 1):  # the row's pose exactly, not to first order only
-            jac_i, t_i = model.jacobian(q_new, self.tcp_offset)
-            q_new = q_new + model.dls_step(jac_i, model.pose_error(goal_t, t_i), _IK_DAMPING)
+        new_kin = model.jacobian(q_new, self.tcp_offset)
+        for _ in range(_NEWTON_STEPS):  # the row's pose exactly, not to first order only
+            err = model.pose_error(goal_t, new_kin[1])
+            if np.max(np.abs(err)) < _POSE_TOL:
+                break
+            q_new = q_new + model.dls_step(new_kin[0], err, _IK_DAMPING)
+            new_kin = model.jacobian(q_new, self.tcp_offset)
         dq = q_new - q
         ratio = np.max(np.abs(dq) / self.ee_joint_step, axis=1)
-        scaled |= ratio > 1.0 + 1e-9
-        dq = dq / np.maximum(ratio, 1.0)[:, None]
-        target, _, clamped = self._finish(q, q + dq, scaled)
-        return target, scaled, clamped | outside
+        over = ratio > 1.0 + 1e-9
+        scaled |= over
+        if over.any():
+            dq = dq / np.maximum(ratio, 1.0)[:, None]
+            new_kin = None
+        target, kin, clamped = self._finish(q, kin, q + dq, new_kin)
+        return target, kin, scaled, clamped | outside
 
-    def _finish(self, q: np.ndarray, target: np.ndarray, scaled: np.ndarray):
-        """Joint limits, then the box on exact FK; returns (target, scaled, clamped)."""
+    def _finish(self, q: np.ndarray, kin, target: np.ndarray, target_kin=None):
+        """Joint limits, then the box on exact FK; returns (target, its kinematics, clamped).
+        ``target_kin``: the kinematics at ``target`` when the caller has them already."""
         limited = np.clip(target, self.q_lo, self.q_hi)
         clamped = np.any(limited != target, axis=1)
-        boxed = self._keep_in_box(q, limited)
-        clamped |= np.any(boxed != limited, axis=1)
-        return boxed, scaled, clamped
+        new_kin = target_kin if target_kin is not None and not clamped.any() else model.jacobian(
+            limited, self.tcp_offset
+        )
+        boxed = self._keep_in_box(q, kin[1][:, :3, 3], limited, new_kin[1][:, :3, 3])
+        moved = np.any(boxed != limited, axis=1)
+        if moved.any():
+            clamped |= moved
+            new_kin = model.jacobian(boxed, self.tcp_offset)
+        return boxed, new_kin, clamped
 
     # ------------------------------------------------------------------ the box
     def _violation(self, p: np.ndarray) -> np.ndarray:
@@ -198,20 +225,19 @@ class DeltaRule:
     def _in_box(self, p: np.ndarray) -> np.ndarray:
         return np.all((p >= self.box_lo) & (p <= self.box_hi), axis=-1)
 
-    def _keep_in_box(self, q: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """Largest fraction of each move q -> target whose TCP stays in the box; a TCP already
-        outside may only move to where it violates the box less."""
-        end = model.tcp_position(target, self.tcp_offset)
+    def _keep_in_box(self, q: np.ndarray, start: np.ndarray, target: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Largest fraction of each move q -> target whose TCP stays in the box (``start``/``end``:
+        the TCP at q and at target); a TCP already outside may only move to where it violates the
+        box less."""
         bad = ~self._in_box(end)
         if not bad.any():
             return target
         out = target.copy()
         idx = np.flatnonzero(bad)
-        start = model.tcp_position(q[idx], self.tcp_offset)
-        was_in = self._in_box(start)
+        was_in = self._in_box(start[idx])
         outside_rows = idx[~was_in]
         if len(outside_rows):
-            better = self._violation(end[outside_rows]) < self._violation(start[~was_in])
+            better = self._violation(end[outside_rows]) < self._violation(start[outside_rows])
             out[outside_rows] = np.where(better[:, None], target[outside_rows], q[outside_rows])
         rows = idx[was_in]
         if len(rows):

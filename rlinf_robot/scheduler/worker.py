@@ -247,7 +247,8 @@ def _node_visible_gpus() -> list[str] | None:
 
 
 def bootstrap(info: WorkerInfo) -> None:
-    """Runs first in a worker process: env vars, CPU pinning and thread counts from the placement.
+    """Runs first in a worker process: env vars, CPU pinning and thread counts from the placement,
+    and the niceness ``RLINF_WORKER_NICE`` (from the group's ``env``) asks for.
 
     ``CUDA_VISIBLE_DEVICES`` becomes the planned accelerators (an explicit ``env`` entry still wins).
     Ray sets the variable in an actor's creation task and leaves it alone in later method calls, so
@@ -272,6 +273,13 @@ def bootstrap(info: WorkerInfo) -> None:
             )
         env["CUDA_VISIBLE_DEVICES"] = visible_devices(info.gpus, _node_visible_gpus())
     os.environ.update({**env, **info.env})
+    nice = int(os.environ.get("RLINF_WORKER_NICE", "0") or 0)
+    if nice > 0:  # before the worker's threads exist: they inherit it
+        # (e.g. learner workers beside a robot PC on the same machine: the arm's loops go first)
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
     if info.cores:
         pin_to(info.cores)
     if "torch" in sys.modules:  # already imported (e.g. by a parent class module): resize its pool

@@ -69,6 +69,19 @@ def slice_batch(batch: Any, sl: slice) -> Any:
     return batch
 
 
+def _take_rows(batch: Any, idx: Tensor) -> Any:
+    """Rows ``idx`` of every tensor / array / list in a (nested) batch; other values pass through."""
+    if isinstance(batch, dict):
+        return {k: _take_rows(v, idx) for k, v in batch.items()}
+    if isinstance(batch, Tensor) and batch.ndim:
+        return batch[idx]
+    if hasattr(batch, "shape") and getattr(batch, "ndim", 0):
+        return batch[idx.numpy()]
+    if isinstance(batch, list) and batch:
+        return [batch[i] for i in idx.tolist()]
+    return batch
+
+
 def shard_batch(batch: dict, rank: int, world_size: int) -> dict:
     """This rank's equal share of a global batch (its size must divide by the world size)."""
     B = batch_len(batch)
@@ -301,6 +314,68 @@ class ActorWorker(Worker):
         with self.timeline.span("train_step"):
             shard = shard_batch(global_batch, self.trainer.rank, self.trainer.world_size)
             return self.trainer.train_step(shard)
+
+    def train_epochs(
+        self,
+        global_batch: dict,
+        epochs: int,
+        minibatch_size: int,
+        seed: int,
+        target_kl: float | None = None,
+    ) -> dict[str, float]:
+        """``epochs`` passes over ``global_batch`` in shuffled minibatches of ``minibatch_size`` rows
+        (the last partial one dropped), one ``train_step`` each: the usual PPO schedule, run here so
+        the batch crosses to the actor once. The permutation comes from ``seed``, so the same batch
+        and seed give the same update (bit for bit, on one rank). Stops after an epoch whose mean
+        ``approx_kl`` (when the objective reports it) passes ``target_kl``. Returns the last step's
+        statistics plus ``epochs`` run and ``updates`` (optimizer steps)."""
+        self.setup()
+        total = batch_len(global_batch)
+        mb = min(int(minibatch_size), total)
+        mb -= mb % self.trainer.world_size
+        if mb < self.trainer.world_size:
+            raise ValueError(f"a batch of {total} rows cannot feed {self.trainer.world_size} ranks")
+        gen = torch.Generator().manual_seed(int(seed))
+        stats: dict[str, float] = {}
+        done = updates = 0
+        with self.timeline.span("train_epochs", rows=total):
+            for _ in range(int(epochs)):
+                perm = torch.randperm(total, generator=gen)
+                kls = []
+                for start in range(0, total - mb + 1, mb):
+                    idx = perm[start : start + mb]
+                    minibatch = _take_rows(global_batch, idx)
+                    stats = self.trainer.train_step(
+                        shard_batch(minibatch, self.trainer.rank, self.trainer.world_size)
+                    )
+                    updates += 1
+                    if "approx_kl" in stats:
+                        kls.append(stats["approx_kl"])
+                done += 1
+                if target_kl is not None and kls and sum(kls) / len(kls) > target_kl:
+                    break
+        return {**stats, "epochs": done, "updates": updates}
+
+    @torch.no_grad()
+    def evaluate(self, batch: dict) -> dict[str, Any]:
+        """The current weights' outputs on ``batch`` (``obs``, optional ``raw_actions``): ``value``
+        and ``log_prob`` as numpy [B] (collective under a sharded strategy: call it on all ranks)."""
+        self.setup()
+        raw = batch.get("raw_actions")
+        if raw is not None:
+            raw = torch.as_tensor(raw, dtype=torch.float32, device=self.device)
+        out = self.trainer.view({"obs": batch["obs"], "raw_actions": raw})
+        return {k: out[k].detach().cpu().numpy() for k in ("value", "log_prob") if out.get(k) is not None}
+
+    def update_obs_norm(self, states: Any) -> None:
+        """Feed the policy's observation normalizer (every rank the same states: the copies agree)."""
+        self.setup()
+        if hasattr(self.trainer.policy, "update_obs_norm"):
+            self.trainer.policy.update_obs_norm(states)
+
+    def step_count(self) -> int:
+        self.setup()
+        return self.trainer.step
 
     def save_checkpoint(self, path: str) -> None:
         self.setup()

@@ -63,6 +63,8 @@ class RolloutWorker(Worker):
         ):
             out = self.policy.predict_action_batch(obs, deterministic=deterministic)
         result = {"actions": out.actions, "version": self.weights_version}
+        if out.raw_actions is not None:
+            result["raw_actions"] = out.raw_actions.detach().cpu().numpy()
         if out.log_prob is not None:
             result["log_prob"] = out.log_prob.detach().cpu().numpy()
         if out.value is not None:

@@ -82,9 +82,11 @@ class SimEnvWorker(Worker):
             "state_dim": int(np.prod(e.obs_spec.state_shape)),
         }
 
-    def reset(self) -> dict[str, Any]:
-        """Reset every shard with its fixed seed; returns the whole batch's first observation."""
-        self._obs = [env.reset(seed=self.seed + k) for k, env in enumerate(self.shards)]
+    def reset(self, seed: int | None = None) -> dict[str, Any]:
+        """Reset every shard with its fixed seed (shard k: ``seed + k``, default the worker's own);
+        returns the whole batch's first observation."""
+        base = self.seed if seed is None else int(seed) + self.rank * len(self.shards)
+        self._obs = [env.reset(seed=base + k) for k, env in enumerate(self.shards)]
         return concat_obs(self._obs)
 
     # ---------------------------------------------------------------- rollouts
@@ -98,26 +100,31 @@ class SimEnvWorker(Worker):
         reset: bool = True,
         timeout_s: float = 120.0,
         transport: str = "link",
+        seed: int | None = None,
     ) -> dict[str, Any]:
         """Run ``num_steps`` steps of every env, asking ``policy`` (a RolloutWorker actor handle) for
         actions, with the batch cut into ``stages`` pipelined micro-batches.
 
+        ``seed``: with ``reset``, the episodes' seed (evaluation on held-out episodes).
         ``transport``: ``"link"`` sends observations and actions over the policy's ZeroMQ link
         (``scheduler.link``, ~0.1 ms CPU per call and side), ``"ray"`` as Ray actor calls (~0.8 ms).
-        Returns env-step counts and wall time; with ``collect`` also states [T+1, N, S], actions
-        [T, N, H, A], rewards [T, N] and the policy version used at each step and stage [T, stages].
+        Returns env-step counts and wall time; with ``collect`` also the trajectory a learner
+        trains on: states [T+1, N, S] (images [T+1, N, ...] per camera when the envs render),
+        actions [T, N, H, A] (env units), raw_actions / log_prob / value as the policy reported them
+        (normalized actions, behaviour log-prob, value estimate), rewards, terminated, truncated,
+        success [T, N], final_states [T, N, S] (the state that ended an episode, where one ended),
+        and the policy version used at each step and stage [T, stages].
         """
         if transport not in TRANSPORTS:
             raise ConfigError(f"transport {transport!r} unknown; known: {sorted(TRANSPORTS)}")
         link = TRANSPORTS[transport](self, policy, deterministic, timeout_s)
         if reset or self._obs is None:
-            self.reset()
+            self.reset(seed)
         bounds = stage_bounds(len(self.shards), stages)
         versions = np.full((num_steps, stages), -1, np.int64)
-        states = [[o["state"]] for o in self._obs] if collect else None
-        acts: list[list[np.ndarray]] = [[] for _ in self.shards]
-        rews: list[list[np.ndarray]] = [[] for _ in self.shards]
+        traj = [_Trajectory(o) for o in self._obs] if collect else None
         t_of_stage = [0] * stages
+        executed = [0]
 
         def step(s: int, out: dict[str, Any]) -> dict[str, Any]:
             lo, hi = bounds[s]
@@ -126,14 +133,14 @@ class SimEnvWorker(Worker):
             actions, offset = out["actions"], 0
             for k in range(lo, hi):
                 env = self.shards[k]
-                a = actions[offset : offset + env.num_envs]
+                rows = slice(offset, offset + env.num_envs)
+                a = actions[rows]
                 offset += env.num_envs
-                obs, r, *_ = env.step(a[:, 0]) if a.shape[1] == 1 else env.chunk_step(a)
-                self._obs[k] = obs
+                result = env.step(a[:, 0]) if a.shape[1] == 1 else env.chunk_step(a)
+                self._obs[k] = result[0]
+                executed[0] += int(np.sum(result[4].get("executed", a.shape[1])))
                 if collect:
-                    states[k].append(obs["state"])
-                    acts[k].append(a)
-                    rews[k].append(r)
+                    traj[k].add(a, {key: out[key][rows] for key in _POLICY_KEYS if key in out}, result)
             return concat_obs(self._obs[lo:hi])
 
         first = [concat_obs(self._obs[lo:hi]) for lo, hi in bounds]
@@ -141,14 +148,17 @@ class SimEnvWorker(Worker):
         run_pipeline(first, num_steps, link.submit, link.collect, step, self.timeline)
         seconds = time.perf_counter() - t0
         out: dict[str, Any] = {
-            "env_steps": num_steps * self.num_envs,
+            "env_steps": executed[0],
+            "decisions": num_steps * self.num_envs,
             "seconds": seconds,
             "versions": versions,
         }
         if collect:
-            out["states"] = np.concatenate([np.stack(s) for s in states], axis=1)
-            out["actions"] = np.concatenate([np.stack(a) for a in acts], axis=1)
-            out["rewards"] = np.concatenate([np.stack(r) for r in rews], axis=1)
+            parts = [t.arrays() for t in traj]
+            out.update({key: _join(parts, key) for key in parts[0] if key != "images"})
+            if parts[0].get("images"):
+                out["images"] = {cam: np.concatenate([p["images"][cam] for p in parts], axis=1)
+                                 for cam in parts[0]["images"]}
         return out
 
     def stress(self, num_steps: int = 0, seconds: float = 0.0) -> dict[str, float]:
@@ -172,6 +182,46 @@ class SimEnvWorker(Worker):
             client.close()
         for env in self.shards:
             env.close()
+
+
+_POLICY_KEYS = ("raw_actions", "log_prob", "value")
+
+
+class _Trajectory:
+    """One shard's collected steps (see ``SimEnvWorker.rollout``)."""
+
+    def __init__(self, first_obs: dict[str, Any]):
+        self.states = [first_obs["state"]]
+        self.images = {cam: [img] for cam, img in (first_obs.get("images") or {}).items()}
+        self.cols: dict[str, list[np.ndarray]] = {}
+
+    def add(self, actions: np.ndarray, policy_out: dict[str, np.ndarray], result: tuple) -> None:
+        obs, reward, terminated, truncated, info = result
+        self.states.append(obs["state"])
+        for cam, img in (obs.get("images") or {}).items():
+            self.images[cam].append(img)
+        final = info.get("final_state")
+        row = {
+            "actions": actions,
+            "rewards": np.asarray(reward, np.float32),
+            "terminated": np.asarray(terminated, bool),
+            "truncated": np.asarray(truncated, bool),
+            "success": np.asarray(info["success"], bool),
+            "final_states": final if final is not None else np.zeros_like(obs["state"]),
+            **policy_out,
+        }
+        for key, value in row.items():
+            self.cols.setdefault(key, []).append(np.asarray(value))
+
+    def arrays(self) -> dict[str, Any]:
+        out = {key: np.stack(v) for key, v in self.cols.items()}
+        out["states"] = np.stack(self.states)
+        out["images"] = {cam: np.stack(v) for cam, v in self.images.items()}
+        return out
+
+
+def _join(parts: list[dict[str, Any]], key: str) -> np.ndarray:
+    return np.concatenate([p[key] for p in parts], axis=1)
 
 
 class _RayTransport:

@@ -4,6 +4,7 @@ the issue-14 defects each have one that failed before they were fixed."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import threading
@@ -11,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+import zmq
 
 from rlinf_robot.bridge import CurveServerKeys, KinematicArm
 from rlinf_robot.bridge.latency import SPANS
@@ -62,7 +64,7 @@ def controller(make, server, client_id="pilot") -> tuple[WireClient, dict]:
     c = make(server, client_id, heartbeat_s=0.02)
     assert c.command("acquire_lease")["type"] == "status"
     assert c.command("subscribe")["type"] == "status"
-    return c, c.observation(timeout=10)
+    return c, c.latest()
 
 
 class Arm(KinematicArm):
@@ -160,7 +162,7 @@ def test_a_command_replies_once_the_arm_takes_chunks_again(driven, wire, command
     assert reply["type"] == "status", reply
     assert reply["state"] == "HOLD", reply  # not the arm's stale state
     # and a chunk sent right on the reply is taken
-    obs = c.observation(timeout=5)
+    obs = c.latest()
     seq = c.chunk(np.full((1, 7), 0.01, np.float32), "joint_delta", 20.0, obs["seq"])
     end = c.observation(done(seq), timeout=5)
     assert end["chunk_report"]["applied"] == 1, end["chunk_report"]
@@ -175,7 +177,7 @@ def test_an_estop_on_the_arm_refuses_chunks_as_latched(driven, wire):
     driver.state = "ESTOP"
     until(lambda: backend.fault_state() == "ESTOP", 5, "the arm reporting ESTOP")
     assert status(c)["state"] == "ESTOP"
-    seq = c.chunk(np.zeros((1, 7), np.float32), "joint_delta", 20.0, c.observation()["seq"])
+    seq = c.chunk(np.zeros((1, 7), np.float32), "joint_delta", 20.0, c.latest()["seq"])
     err = c.wait(lambda m: m["type"] == "error" and m["ref_seq"] == seq, 5, "the refusal")
     assert err["code"] == "latched", err
     assert c.command("home")["code"] == "latched"
@@ -189,7 +191,7 @@ def test_busy_while_a_command_runs_and_stop_still_works(make_server, wire, arm):
         t0 = time.monotonic_ns()
         seq = c.send({"type": "command", "name": command})
         assert server.events.wait("command_started", 5, since_ns=t0), f"{command} never started"
-        chunk = c.chunk(np.zeros((1, 7), np.float32), "joint_delta", 20.0, c.observation()["seq"])
+        chunk = c.chunk(np.zeros((1, 7), np.float32), "joint_delta", 20.0, c.latest()["seq"])
         for answer, ref in ((c.wait(lambda m, s=chunk: m.get("ref_seq") == s, 5), chunk),
                             (c.command("home"), None), (c.command(command), None)):
             assert answer["type"] == "error" and answer["code"] == "busy", answer
@@ -224,7 +226,7 @@ def test_a_silent_subscriber_is_told_it_was_dropped_and_counted(make_server, wir
     # the one that heartbeats is still served, well past the timeout, and sees the counter
     first = beating.observation(timeout=5)["seq"]
     time.sleep(1.5)
-    assert beating.observation(timeout=5)["seq"] > first
+    assert beating.latest()["seq"] > first
     counters = status(beating)["counters"]
     assert counters["subscribers_dropped"] == 1 and counters["peers_dropped"] >= 1, counters
     # subscribing again works
@@ -354,7 +356,7 @@ def test_old_seq_is_judged_against_the_last_accepted_chunk(make_server, wire, ar
     assert c.errors() == []
     c.chunk(z, "joint_delta", 20.0, obs["seq"] + 10**6, seq=20)  # dropped: unknown observation
     assert c.wait(lambda m: m.get("ref_seq") == 20, 5)["code"] == "unknown_obs"
-    obs = c.observation(timeout=5)
+    obs = c.latest()
     for seq, code in ((10, "old_seq"), (5, "old_seq")):
         c.chunk(z, "joint_delta", 20.0, obs["seq"], seq=seq)
         assert c.wait(lambda m, s=seq: m.get("ref_seq") == s, 5)["code"] == code
@@ -413,10 +415,10 @@ def test_reflex_refuses_chunks_with_fault_until_recover(make_server, wire, arm):
     c, obs = controller(wire, server)
     arm.fault = "REFLEX"
     assert status(c)["state"] == "REFLEX"
-    seq = c.chunk(np.zeros((1, 7), np.float32), "joint_delta", 20.0, c.observation()["seq"])
+    seq = c.chunk(np.zeros((1, 7), np.float32), "joint_delta", 20.0, c.latest()["seq"])
     assert c.wait(lambda m: m.get("ref_seq") == seq, 5)["code"] == "fault"
     assert c.command("recover")["state"] == "HOLD"
-    seq = c.chunk(np.full((1, 7), 0.01, np.float32), "joint_delta", 20.0, c.observation()["seq"])
+    seq = c.chunk(np.full((1, 7), 0.01, np.float32), "joint_delta", 20.0, c.latest()["seq"])
     assert c.observation(done(seq), timeout=5)["chunk_report"]["applied"] == 1
 
 
@@ -426,7 +428,7 @@ def test_no_state_refuses_and_holds(make_server, wire, arm):
     arm.no_state = True
     seq = c.chunk(np.zeros((1, 7), np.float32), "joint_delta", 20.0, obs["seq"])  # anchored at acceptance
     assert c.wait(lambda m: m.get("ref_seq") == seq, 5)["code"] == "no_state"
-    seq = c.chunk(HOME_Q[None].astype(np.float32), "joint_position", 20.0, c.observation()["seq"])
+    seq = c.chunk(HOME_Q[None].astype(np.float32), "joint_position", 20.0, c.latest()["seq"])
     assert c.wait(lambda m: m.get("ref_seq") == seq, 5)["code"] == "no_state"  # refused at its step
     assert arm.entries("apply") == [] and arm.entries("hold")
 
@@ -496,7 +498,8 @@ def test_curve_an_unknown_key_gets_nothing_and_is_counted(make_server, wire, key
     alice, mallory, plain = client("alice"), client("mallory"), wire(server, "plain")
     assert status(alice)["state"] == "IDLE"
     for c in (mallory, plain):
-        c.send({"type": "command", "name": "acquire_lease"})
+        with contextlib.suppress(zmq.Again):  # between failed handshakes there is no connection at all
+            c.send({"type": "command", "name": "acquire_lease"})
         c.pump(1.0)
         assert list(c.inbox) == []  # no handshake: not even an error comes back
     assert status(alice)["lease_holder"] == ""

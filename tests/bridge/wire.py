@@ -136,8 +136,12 @@ class WireClient:
         self.close()
 
     # ------------------------------------------------------------------ out
-    def send_frames(self, frames: list[bytes]) -> None:
-        self.sock.send_multipart(frames)
+    def send_frames(self, frames: list[bytes], timeout: float = 5.0) -> None:
+        """Send, waiting up to ``timeout`` s for a connection; ``zmq.Again`` if there is none (a
+        DEALER has no peer to queue for while a handshake fails, e.g. with a refused CURVE key)."""
+        if not self.sock.poll(timeout * 1000.0, zmq.POLLOUT):
+            raise zmq.Again(f"no connection to {self.endpoint} within {timeout:g} s")
+        self.sock.send_multipart(frames, zmq.NOBLOCK)
 
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None) -> int:
         """Send a message; ``seq`` is filled in unless given. Returns its seq."""
@@ -197,6 +201,15 @@ class WireClient:
         obs = self.wait(lambda m: m["type"] == "observation" and pred(m), timeout, "observation")
         self.discard("observation", before_seq=obs["seq"])
         return obs
+
+    def latest(self, timeout: float = 10.0) -> dict:
+        """The newest observation received so far (waiting for one if there is none); older ones
+        are discarded. What a chunk should be computed from."""
+        self.pump(0)
+        seqs = [m["seq"] for m in self.inbox if m["type"] == "observation"]
+        if not seqs:
+            return self.observation(timeout=timeout)
+        return self.observation(lambda o: o["seq"] == max(seqs), timeout)
 
     def discard(self, msg_type: str, before_seq: int | None = None) -> None:
         for m in list(self.inbox):

@@ -1,31 +1,39 @@
-"""`rlinf-robot demo` (what `make demo` runs) end to end: robot PC up on franka-sim, PPO in sim,
-weights through safetensors, the policy on the arm through ROS 2 and the bridge, a report."""
+"""`rlinf-robot demo` (what `make demo` runs) end to end, with smaller budgets than the real demo:
+the robot PC up on franka-sim, sim pre-training, the sim-only baseline on the arm, the hybrid loop
+with both sources, evaluation on sim and on the arm, the report - what the README promises, in
+that order, and a zero exit only when every stage ran."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
-def test_demo_trains_in_sim_then_drives_the_arm_and_reports(tmp_path):
+def test_demo_runs_the_hybrid_loop_and_reports(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "rlinf_robot.cli", "demo", "--out", str(tmp_path), "--arm-episodes", "1"],
-        capture_output=True, text=True, timeout=800,
+        [sys.executable, "-m", "rlinf_robot.cli", "demo", f"run.dir={tmp_path}", "run.id=demo",
+         "budget.pretrain_wall_s=60", "budget.wall_s=60", "eval.sim_episodes=16", "eval.arm_episodes=3",
+         "eval.baseline_arm_episodes=2"],
+        capture_output=True, text=True, timeout=1400,
     )
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "sim-to-real slice" in out.stdout and "hybrid loop" in out.stdout  # labelled honestly
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["sim_training"]["reached"] and report["sim_eval_success"] >= 0.9
-    assert (tmp_path / "policy.safetensors").stat().st_size > 0
-    (episode,) = report["arm_episodes"]
-    # the policy moved the real (franka-sim) arm towards a goal it had never seen
-    assert episode["final_distance_mm"] < 0.5 * episode["start_distance_mm"], episode
-    assert episode["rejections"] == {} or set(episode["rejections"]) <= {"late", "fault", "no_state"}
-    counters = report["bridge_status"]["counters"]
-    assert counters["steps_applied"] >= 100 and counters.get("deadman_trips", 0) == 0
-    assert report["robot_up_exit"] == 0 and "error" not in report
+    text = out.stdout
+    assert out.returncode == 0, text[-5000:] + out.stderr[-2000:]
+    stages = ["cluster up", "pre-training in sim", "robot PC ready", "arm eval (baseline", "train    update",
+              "sim eval", "arm eval (final policy)", "report:", "robot PC stopped (exit 0"]
+    at = [text.find(s) for s in stages]
+    assert all(i >= 0 for i in at) and at == sorted(at), list(zip(stages, at, strict=True))
+    run = tmp_path / "demo"
+    ev = json.loads((run / "eval.json").read_text())
+    assert ev["sim"]["n"] >= 16 and ev["arm"]["n"] == 3 and ev["baseline_arm"]["n"] == 2
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["phase"] == "train"]
+    assert train and train[-1]["real:arm0/episodes"] >= 1 and train[-1]["sim:fr3-reach/env_steps"] > 0
+    assert any(r["batch/real_share"] > 0 for r in train)
+    assert re.search(r"arm eval \(final policy\): success [0-9.]+ \[", text)
+    assert (run / "report.html").stat().st_size > 10_000 and (run / "robot_pc.log").exists()

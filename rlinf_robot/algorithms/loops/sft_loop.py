@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rlinf_robot.algorithms.loops.rollout import flatten_obs, stack_obs, take_obs
+from rlinf_robot.algorithms.loops.rollout import take_obs
 from rlinf_robot.algorithms.sft import bc_loss, bc_nll_loss
 from rlinf_robot.envs.spec import BatchedEnv
 
@@ -40,55 +40,14 @@ def collect_demos(
     """Run ``expert(obs) -> actions[N, A]`` for ``num_steps`` steps in every env and cut chunks.
 
     The chunk at step t holds the expert's actions t..t+H-1 of the same episode; steps past the
-    episode's end are masked out. Episodes that did not succeed are dropped when ``only_successful``.
+    episode's end are masked out. Only finished episodes are kept, and of those only the ones that
+    ended in success when ``only_successful``. (``demos.record_expert`` records with DART noise and
+    gives RLPD transitions as well.)
     """
-    obs = env.reset(seed=seed)
-    obs_list, acts, dones, successes = [], [], [], []
-    for _ in range(num_steps):
-        a = np.asarray(expert(obs), np.float32)
-        next_obs, _, term, trunc, info = env.step(a)
-        obs_list.append(obs)
-        acts.append(a)
-        dones.append(term | trunc)
-        successes.append(np.asarray(info.get("success", term), bool))
-        obs = next_obs
-    A = np.stack(acts)  # [T, N, A]
-    D = np.stack(dones)  # [T, N]
-    S = np.stack(successes)
-    T, N = D.shape
-    # episode id per (t, n); keep[t, n]: step belongs to a finished episode that succeeded
-    ep_id = np.cumsum(np.concatenate([np.zeros((1, N), int), D[:-1].astype(int)]), axis=0)
-    keep = np.zeros((T, N), bool)
-    ok, total = 0, 0
-    for n in range(N):
-        for e in np.unique(ep_id[:, n]):
-            steps = np.flatnonzero(ep_id[:, n] == e)
-            finished = D[steps[-1], n]
-            if not finished:
-                continue
-            total += 1
-            good = bool(S[steps, n].any())
-            ok += good
-            keep[steps, n] = good or not only_successful
-    H = chunk_size
-    chunks = np.zeros((T, N, H, A.shape[-1]), np.float32)
-    mask = np.zeros((T, N, H), bool)
-    for h in range(H):
-        src = np.arange(T) + h
-        valid = src < T
-        same = np.zeros((T, N), bool)
-        same[valid] = ep_id[src[valid]] == ep_id[valid]
-        chunks[valid, :, h] = A[src[valid]]
-        mask[:, :, h] = same
-    chunks[~mask] = 0.0  # steps past the episode's end: masked, and never another episode's actions
-    flat = flatten_obs(stack_obs(obs_list))
-    idx = torch.as_tensor(np.flatnonzero(keep.reshape(-1)))
-    return DemoSet(
-        take_obs(flat, idx),
-        torch.as_tensor(chunks.reshape(T * N, H, -1))[idx],
-        torch.as_tensor(mask.reshape(T * N, H))[idx],
-        ok / max(total, 1),
-    )
+    from rlinf_robot.algorithms.loops.demos import record_expert
+
+    rollouts = record_expert(env, expert, num_steps=num_steps, seed=seed, only_successful=only_successful)
+    return rollouts.demo_set(chunk_size)
 
 
 @dataclass

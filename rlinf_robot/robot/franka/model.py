@@ -13,6 +13,7 @@ function takes one configuration ``[7]`` or a batch ``[N, 7]`` and answers in th
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +56,17 @@ def _as_batch(q: np.ndarray) -> tuple[np.ndarray, bool]:
     return q.reshape(-1, NUM_JOINTS), q.ndim == 1
 
 
+@functools.lru_cache(maxsize=8)
+def _link_constants(tcp_offset: float) -> tuple[np.ndarray, ...]:
+    """a, d, cos(alpha), sin(alpha) of the eight links (the last one: flange + TCP offset)."""
+    return (
+        np.append(DH[:, 0], 0.0),
+        np.append(DH[:, 1], FLANGE_D + tcp_offset),
+        np.append(_COS_ALPHA, 1.0),
+        np.append(_SIN_ALPHA, 0.0),
+    )
+
+
 def frames(q: np.ndarray, tcp_offset: float = TCP_OFFSET) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Joint axes ``z`` [N, 7, 3], joint origins ``p`` [N, 7, 3] and the TCP pose [N, 4, 4].
 
@@ -65,9 +77,7 @@ def frames(q: np.ndarray, tcp_offset: float = TCP_OFFSET) -> tuple[np.ndarray, n
     qb, _ = _as_batch(q)
     n = qb.shape[0]
     theta = np.concatenate([qb, np.full((n, 1), HAND_YAW)], axis=1)  # [N, 8]
-    a = np.append(DH[:, 0], 0.0)
-    d = np.append(DH[:, 1], FLANGE_D + tcp_offset)
-    ca, sa = np.append(_COS_ALPHA, 1.0), np.append(_SIN_ALPHA, 0.0)
+    a, d, ca, sa = _link_constants(float(tcp_offset))
     ct, st = np.cos(theta), np.sin(theta)
     links = np.zeros((n, NUM_JOINTS + 1, 4, 4))
     links[..., 0, 0], links[..., 0, 1], links[..., 0, 3] = ct, -st, a
@@ -106,7 +116,15 @@ def jacobian(q: np.ndarray, tcp_offset: float = TCP_OFFSET) -> tuple[np.ndarray,
     ``[z_i x (p - p_i); z_i]``) [6, 7] or [N, 6, 7], and the TCP pose it was taken at."""
     _, single = _as_batch(q)
     z, p, t = frames(q, tcp_offset)
-    jv = np.cross(z, t[:, None, :3, 3] - p)  # [N, 7, 3]
+    r = t[:, None, :3, 3] - p  # [N, 7, 3]: joint origin -> TCP
+    jv = np.stack(  # z x r, written out (np.cross costs more than the whole FK for one arm)
+        [
+            z[..., 1] * r[..., 2] - z[..., 2] * r[..., 1],
+            z[..., 2] * r[..., 0] - z[..., 0] * r[..., 2],
+            z[..., 0] * r[..., 1] - z[..., 1] * r[..., 0],
+        ],
+        axis=-1,
+    )
     jac = np.concatenate([np.swapaxes(jv, 1, 2), np.swapaxes(z, 1, 2)], axis=1)
     return (jac[0], t[0]) if single else (jac, t)
 

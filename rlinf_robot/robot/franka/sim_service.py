@@ -13,7 +13,16 @@ YAML (ROS parameter-file shape, so the same file also feeds the nodes)::
         gripper: true                  # serve a Franka Hand on port 1338
         enforce_motion_limits: false   # true: commands beyond the FCI limits abort with real reflexes
         joint_damping: 5.0             # Nm s/rad, one value or seven
+        dynamics:                      # optional: serve an FR3 variant (calibration.fr3_dynamics)
+          joint_damping: 30.0          #   Nm s/rad, one value or seven (default: joint_damping above)
+          joint_frictionloss_scale: 1.5  # x the model's dry friction
+          joint_armature_scale: 1.0    # x the model's rotor inertia
+          payload_mass: 1.5            # kg at the hand
         extra_args: []                 # more run-franka-sim-server flags
+
+A ``dynamics`` block is how a "real" arm is made to differ from the training sim the way a real arm
+does (tests, the demo, sessions): the variant MJCF is written next to the config's temp files and
+served instead of the nominal model.
 """
 
 from __future__ import annotations
@@ -36,8 +45,10 @@ _DEFAULTS: dict[str, Any] = {
     "gripper": True,
     "enforce_motion_limits": False,
     "joint_damping": None,
+    "dynamics": None,
     "extra_args": [],
 }
+_DYNAMICS_KEYS = ("joint_damping", "joint_frictionloss_scale", "joint_armature_scale", "payload_mass")
 
 
 def sim_options(config: str | Path) -> dict[str, Any]:
@@ -57,6 +68,14 @@ def sim_options(config: str | Path) -> dict[str, Any]:
         values = damping if isinstance(damping, list) else [damping]
         if len(values) not in (1, 7) or not all(isinstance(v, (int, float)) and v >= 0 for v in values):
             raise ConfigError(f"{config}: {BLOCK}.joint_damping must be one or seven numbers >= 0")
+    dyn = opts["dynamics"]
+    if dyn is not None:
+        if not isinstance(dyn, dict) or set(dyn) - set(_DYNAMICS_KEYS):
+            raise ConfigError(f"{config}: {BLOCK}.dynamics must map some of {list(_DYNAMICS_KEYS)} to numbers")
+        for key, v in dyn.items():
+            values = v if isinstance(v, list) else [v]
+            if not all(isinstance(x, (int, float)) and x >= 0 for x in values):
+                raise ConfigError(f"{config}: {BLOCK}.dynamics.{key} must be numbers >= 0, got {v!r}")
     if not (isinstance(opts["extra_args"], list) and all(isinstance(a, str) for a in opts["extra_args"])):
         raise ConfigError(f"{config}: {BLOCK}.extra_args must be a list of strings")
     return opts
@@ -67,12 +86,39 @@ def make_server(opts: dict[str, Any]) -> FrankaSimServer:
     if opts["enforce_motion_limits"]:
         args.append("--enforce-motion-limits")
     env = {}
+    if opts["dynamics"] is not None:
+        return FrankaSimServer(extra_args=args, env=env, gripper=opts["gripper"], die_with_parent=True,
+                               mjcf=variant_mjcf(opts))
     if opts["joint_damping"] is not None:
         damping = opts["joint_damping"]
         env["FR3_JOINT_DAMPING"] = ",".join(
             str(v) for v in (damping if isinstance(damping, list) else [damping])
         )
     return FrankaSimServer(extra_args=args, env=env, gripper=opts["gripper"], die_with_parent=True)
+
+
+def variant_mjcf(opts: dict[str, Any]) -> Path:
+    """Write the FR3 variant of ``opts["dynamics"]`` (scales relative to the nominal model) and
+    return its path."""
+    import tempfile
+
+    import numpy as np
+
+    from calibration.fr3_dynamics import nominal_params, write_variant_mjcf
+
+    dyn = dict(opts["dynamics"])
+    nominal = nominal_params()
+    damping = dyn.get("joint_damping", opts["joint_damping"])
+    params = nominal.replace(
+        joint_damping=np.broadcast_to(
+            np.asarray(nominal.joint_damping if damping is None else damping, np.float64), (7,)
+        ).copy(),
+        joint_frictionloss=nominal.joint_frictionloss * float(dyn.get("joint_frictionloss_scale", 1.0)),
+        joint_armature=nominal.joint_armature * float(dyn.get("joint_armature_scale", 1.0)),
+        payload_mass=np.array([float(dyn.get("payload_mass", 0.0))]),
+    )
+    dest = Path(tempfile.mkdtemp(prefix="fr3-variant-")) / "fr3_variant.xml"
+    return write_variant_mjcf(params, dest)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,420 @@
+"""Named training recipes: one typed entry point per (task, method), shared by the demo, the learning
+tests, ``benchmarks/learn_tasks.py`` and the ``train`` presets.
+
+A recipe is a dataclass of every hyper-parameter it uses (env options, policy, the loop's own
+config) with ``run(seed, budget_s, log) -> RecipeResult``: it builds the env and the policy, trains
+within the wall-time budget, then evaluates the policy deterministically on ``eval_episodes``
+held-out episodes (``loops.evaluate``; the eval seed is never a training or demo seed)::
+
+    from rlinf_robot.algorithms.recipes import available_recipes, get_recipe
+    recipe = get_recipe("push_sft")                  # a fresh copy; get_recipe("push_sft", demo_episodes=64)
+    result = recipe.run(seed=0, budget_s=900, log=print)
+    result.eval_success, result.env_steps, result.demo_env_steps, result.wall_s
+
+The methods are the stack's loops, unchanged: ``PPORecipe`` (``loops.ppo_loop``), ``SFTRecipe``
+(scripted-expert demonstrations with DART noise, ``loops.demos``, then behaviour cloning,
+``loops.sft_loop``) and ``RLPDRecipe`` (SAC with the demonstrations in every batch, ``loops.sac_loop``,
+as HIL-SERL seeds its buffer; optionally after an SFT warm start). Registered recipes and what they
+measured on the 2-core machine are in the README ("Policies and algorithms").
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlinf_robot.algorithms.loops.ppo_loop import PPOConfig
+from rlinf_robot.algorithms.loops.sac_loop import SACConfig
+from rlinf_robot.algorithms.loops.sft_loop import SFTConfig
+from rlinf_robot.errors import ConfigError
+
+Log = Callable[[dict], None]
+
+#: Demonstrations are recorded from ``DEMO_SEED_OFFSET + seed``, apart from training and eval seeds.
+DEMO_SEED_OFFSET = 10_000
+
+
+@dataclass
+class RecipeResult:
+    """What one run did. ``env_steps`` counts the learner's own interaction (RL rollouts);
+    ``demo_env_steps`` the scripted expert's recorded steps; evaluation steps count in neither."""
+
+    recipe: str
+    env: str
+    seed: int
+    env_steps: int
+    demo_env_steps: int
+    wall_s: float  # demos + training, up to the final evaluation
+    train_success: float | None  # last training episodes (RL); None when no training episodes ran (SFT)
+    demo_success: float | None  # the expert's success on the recorded episodes; None without demos
+    eval_success: float  # deterministic, over eval_episodes held-out episodes
+    eval_episodes: int
+    eval_seed: int
+    eval_s: float
+    stopped: str  # "target" (success criterion met), "budget" (wall time), "steps" (max_env_steps), "done"
+    history: list[dict] = field(default_factory=list, repr=False)
+    policy: Any = field(default=None, repr=False)
+
+    def summary(self) -> str:
+        train = "-" if self.train_success is None else f"{self.train_success:.2f}"
+        return (
+            f"{self.recipe} seed {self.seed}: {self.env_steps} env steps (+{self.demo_env_steps} expert), "
+            f"{self.wall_s:.0f} s, training success {train}, "
+            f"eval {self.eval_success:.2f} over {self.eval_episodes} episodes (stopped: {self.stopped})"
+        )
+
+
+class _OutOfTime(Exception):
+    """Raised from a loop's callback once the budget is spent; the recipe catches it."""
+
+
+class _Clock:
+    """Wall-time budget of one run, and the callback the loops report to."""
+
+    def __init__(self, budget_s: float, log: Log | None):
+        self.t0 = time.perf_counter()
+        self.deadline = self.t0 + budget_s
+        self.log = log
+        self.history: list[dict] = []
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def out_of_time(self) -> bool:
+        return time.perf_counter() > self.deadline
+
+    def report(self, phase: str) -> Log:
+        def callback(stats: dict) -> None:
+            entry = {"phase": phase, **stats, "elapsed_s": round(self.elapsed, 2)}
+            self.history.append(entry)
+            if self.log is not None:
+                self.log(entry)
+            if self.out_of_time():
+                raise _OutOfTime
+
+        return callback
+
+    def last(self, phase: str, key: str, default=None):
+        for entry in reversed(self.history):
+            if entry["phase"] == phase and key in entry:
+                return entry[key]
+        return default
+
+
+@dataclass
+class _Trained:
+    policy: Any
+    env_steps: int = 0
+    train_success: float | None = None
+    demo_env_steps: int = 0
+    demo_success: float | None = None
+    stopped: str = "done"
+
+
+@dataclass
+class Recipe:
+    """Env, policy and evaluation settings every recipe has; subclasses add their method's."""
+
+    name: str = ""
+    env: str = "mujoco/fr3-reach"
+    num_envs: int = 16
+    action_mode: str = "ee_delta"
+    control_hz: float = 20.0
+    terminate_on_success: bool = False
+    chunk_size: int = 1
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    max_env_steps: int = 10_000_000  # the learner's own env steps (RL rollouts)
+    eval_episodes: int = 64
+    eval_envs: int = 16
+    eval_seed: int = 999
+
+    def __post_init__(self):
+        self.hidden = tuple(self.hidden)
+        for key in ("num_envs", "chunk_size", "max_env_steps", "eval_episodes", "eval_envs"):
+            value = getattr(self, key)
+            if not (isinstance(value, int) and value >= 1):
+                raise ConfigError(f"recipe {self.name}: {key} must be an int >= 1, got {value!r}")
+        if not self.hidden or not all(isinstance(h, int) and h >= 1 for h in self.hidden):
+            raise ConfigError(f"recipe {self.name}: hidden must be positive layer widths, got {self.hidden!r}")
+        if not (isinstance(self.control_hz, (int, float)) and self.control_hz > 0):
+            raise ConfigError(f"recipe {self.name}: control_hz must be positive, got {self.control_hz!r}")
+
+    # ----------------------------------------------------------------- env and policy
+    def env_options(self) -> dict[str, Any]:
+        """Keyword options of ``sim.make`` for this recipe's env."""
+        return {
+            "action_mode": self.action_mode,
+            "control_hz": float(self.control_hz),
+            "terminate_on_success": self.terminate_on_success,
+        }
+
+    def make_env(self, num_envs: int | None = None):
+        import sim
+
+        return sim.make(self.env, num_envs=num_envs or self.num_envs, **self.env_options())
+
+    def make_policy(self, env, **options):
+        import policies
+
+        return policies.make(
+            "mlp",
+            action_spec=env.action_spec,
+            obs_spec=env.obs_spec,
+            hidden=self.hidden,
+            activation=self.activation,
+            chunk_size=self.chunk_size,
+            **options,
+        )
+
+    # ---------------------------------------------------------------------- running
+    def run(self, seed: int = 0, budget_s: float = 900.0, log: Log | None = None) -> RecipeResult:
+        """Train with ``seed`` for at most ``budget_s`` seconds of wall time (demos included), then
+        evaluate deterministically on ``eval_episodes`` episodes from ``eval_seed``."""
+        import torch
+
+        from rlinf_robot.algorithms.loops.evaluate import evaluate
+
+        if seed in (self.eval_seed, self.eval_seed - DEMO_SEED_OFFSET):
+            raise ConfigError(f"recipe {self.name}: seed {seed} would train or record demos on the eval seed")
+        if not budget_s > 0:
+            raise ConfigError(f"recipe {self.name}: budget_s must be positive, got {budget_s!r}")
+        torch.manual_seed(seed)
+        clock = _Clock(budget_s, log)
+        trained = self._train(seed, clock)
+        wall = clock.elapsed
+        t_eval = time.perf_counter()
+        env = self.make_env(self.eval_envs)
+        try:
+            success = evaluate(env, trained.policy, self.eval_episodes, seed=self.eval_seed)
+        finally:
+            env.close()
+        result = RecipeResult(
+            recipe=self.name,
+            env=self.env,
+            seed=seed,
+            env_steps=trained.env_steps,
+            demo_env_steps=trained.demo_env_steps,
+            wall_s=wall,
+            train_success=trained.train_success,
+            demo_success=trained.demo_success,
+            eval_success=success,
+            eval_episodes=self.eval_episodes,
+            eval_seed=self.eval_seed,
+            eval_s=time.perf_counter() - t_eval,
+            stopped=trained.stopped,
+            history=clock.history,
+            policy=trained.policy,
+        )
+        if log is not None:
+            log({"phase": "eval", "eval_success": success, "eval_s": round(result.eval_s, 2)})
+        return result
+
+    def _train(self, seed: int, clock: _Clock) -> _Trained:
+        raise NotImplementedError
+
+
+@dataclass
+class _Demos:
+    """Demonstration settings shared by the recipes that record the scripted expert."""
+
+    demo_episodes: int = 128
+    demo_noise: float = 0.1  # DART noise, as a fraction of each action dimension's half range
+    demo_envs: int = 16
+
+
+def _record(recipe, seed: int):
+    from rlinf_robot.algorithms.loops.demos import record_expert
+    from sim.mujoco.experts import expert_for
+
+    expert = expert_for(recipe.env)
+    env = recipe.make_env(recipe.demo_envs)
+    try:
+        return record_expert(
+            env,
+            lambda obs: expert(env, obs),
+            episodes=recipe.demo_episodes,
+            seed=DEMO_SEED_OFFSET + seed,
+            noise=recipe.demo_noise,
+        )
+    finally:
+        env.close()
+
+
+def _check_demos(recipe) -> None:
+    if not (isinstance(recipe.demo_episodes, int) and recipe.demo_episodes >= 1):
+        raise ConfigError(f"recipe {recipe.name}: demo_episodes must be an int >= 1, got {recipe.demo_episodes!r}")
+    if not 0.0 <= recipe.demo_noise <= 1.0:
+        raise ConfigError(f"recipe {recipe.name}: demo_noise must be in [0, 1], got {recipe.demo_noise!r}")
+
+
+@dataclass
+class PPORecipe(Recipe):
+    """PPO from scratch (``loops.ppo_loop.train_ppo``), Gaussian ``mlp`` policy with a value head."""
+
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    init_log_std: float = -0.5
+    target_success: float | None = 0.95  # stop once the last ``window`` training episodes reach it
+    window: int = 32
+
+    def _train(self, seed: int, clock: _Clock) -> _Trained:
+        from rlinf_robot.algorithms.loops.ppo_loop import train_ppo
+
+        env = self.make_env()
+        policy = self.make_policy(env, init_log_std=self.init_log_std)
+        try:
+            res = train_ppo(
+                env,
+                policy,
+                self.ppo,
+                max_env_steps=self.max_env_steps,
+                seed=seed,
+                target_success=self.target_success,
+                window=self.window,
+                log=clock.report("ppo"),
+            )
+            stopped = "target" if res.reached else "steps"
+            steps, rate = res.env_steps, res.success_rate
+        except _OutOfTime:
+            stopped = "budget"
+            steps, rate = clock.last("ppo", "env_steps", 0), clock.last("ppo", "success_rate")
+        finally:
+            env.close()
+        return _Trained(policy, steps, rate, stopped=stopped)
+
+
+@dataclass
+class SFTRecipe(_Demos, Recipe):
+    """Behaviour cloning of the scripted expert: DART-noised demonstrations, L1 on the chunk mean."""
+
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(epochs=60, batch_size=256, lr=1e-3, loss="l1"))
+    init_log_std: float = -1.5
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_demos(self)
+
+    def _train(self, seed: int, clock: _Clock) -> _Trained:
+        from rlinf_robot.algorithms.loops.sft_loop import train_sft
+
+        rollouts = _record(self, seed)
+        clock.report("demos")({"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
+        env = self.make_env(1)  # specs only
+        policy = self.make_policy(env, init_log_std=self.init_log_std)
+        env.close()
+        stopped = "done"
+        try:
+            train_sft(policy, rollouts.demo_set(self.chunk_size), self.sft, seed=seed, log=clock.report("sft"))
+        except _OutOfTime:
+            stopped = "budget"
+        return _Trained(policy, 0, None, rollouts.env_steps, rollouts.success_rate, stopped)
+
+
+@dataclass
+class RLPDRecipe(_Demos, Recipe):
+    """SAC with scripted-expert demonstrations in half of every batch (RLPD, as HIL-SERL seeds its
+    buffer); ``sft_epochs > 0`` first clones the demonstrations into the actor (SFT then RL)."""
+
+    sac: SACConfig = field(default_factory=SACConfig.rlpd)
+    sft_epochs: int = 0
+    target_success: float | None = None  # stop once the last ``window`` training episodes reach it
+    window: int = 32
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_demos(self)
+
+    def _train(self, seed: int, clock: _Clock) -> _Trained:
+        from rlinf_robot.algorithms.loops.sac_loop import train_sac
+        from rlinf_robot.algorithms.loops.sft_loop import train_sft
+
+        rollouts = _record(self, seed)
+        clock.report("demos")({"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
+        env = self.make_env()
+        policy = self.make_policy(env, squash=True, value_head=False)
+        demos = rollouts.replay_buffer(policy, self.chunk_size)
+        # The state normalizer comes from the demonstrations and stays fixed (critics read it too).
+        policy.update_obs_norm(rollouts.obs["state"].flatten(0, 1))
+        stopped = "done"
+        steps, rate = 0, None
+        try:
+            if self.sft_epochs:
+                sft = SFTConfig(epochs=self.sft_epochs, batch_size=256, lr=1e-3, loss="l1")
+                train_sft(policy, rollouts.demo_set(self.chunk_size), sft, seed=seed, log=clock.report("sft"))
+            res = train_sac(
+                env,
+                policy,
+                self.sac,
+                max_env_steps=self.max_env_steps,
+                seed=seed,
+                demos=demos,
+                target_success=self.target_success,
+                window=self.window,
+                log=clock.report("rlpd"),
+            )
+            stopped = "target" if res.reached else "steps"
+            steps, rate = res.env_steps, res.success_rate
+        except _OutOfTime:
+            stopped = "budget"
+            steps, rate = clock.last("rlpd", "env_steps", 0), clock.last("rlpd", "success_rate")
+        finally:
+            env.close()
+        return _Trained(policy, steps, rate, rollouts.env_steps, rollouts.success_rate, stopped)
+
+
+# ---------------------------------------------------------------------------- registry
+RECIPES: dict[str, Recipe] = {}
+
+
+def register_recipe(recipe: Recipe) -> Recipe:
+    """Make ``recipe`` known by ``recipe.name``."""
+    if not recipe.name or recipe.name in RECIPES:
+        raise ValueError(f"recipe name {recipe.name!r} is empty or taken")
+    RECIPES[recipe.name] = recipe
+    return recipe
+
+
+def available_recipes() -> list[str]:
+    return sorted(RECIPES)
+
+
+def get_recipe(name: str, **overrides: Any) -> Recipe:
+    """A fresh copy of recipe ``name`` with ``overrides`` (field names of its dataclass)."""
+    if name not in RECIPES:
+        raise ConfigError(f"unknown recipe {name!r}; known: {available_recipes()}")
+    base = copy.deepcopy(RECIPES[name])
+    known = {f.name for f in dataclasses.fields(base)}
+    unknown = sorted(set(overrides) - known - {"name"})
+    if unknown or "name" in overrides:
+        raise ConfigError(f"recipe {name}: cannot override {unknown or ['name']}; fields: {sorted(known - {'name'})}")
+    return dataclasses.replace(base, **overrides)
+
+
+def run_recipe(name: str, seed: int = 0, budget_s: float = 900.0, log: Log | None = None, **overrides) -> RecipeResult:
+    return get_recipe(name, **overrides).run(seed=seed, budget_s=budget_s, log=log)
+
+
+#: The reach demo's recipe (tests/algorithms/test_learning.py, benchmarks/learning_speed.py).
+register_recipe(
+    PPORecipe(
+        name="reach_ppo",
+        env="mujoco/fr3-reach",
+        num_envs=16,
+        hidden=(64, 64),
+        max_env_steps=150_000,
+        ppo=PPOConfig(num_steps=16, minibatch_size=256, epochs=10, lr=1e-3, gamma=0.95),
+        target_success=0.95,
+        window=32,
+    )
+)
+
+#: Push and lift by behaviour cloning: 128 scripted-expert episodes with DART noise, 10 Hz, scored at
+#: the time limit (the block must still be on the target / in the air when the episode ends).
+_OBJECT_TASKS = dict(num_envs=16, control_hz=10.0, terminate_on_success=False, hidden=(256, 256), activation="relu")
+register_recipe(SFTRecipe(name="push_sft", env="mujoco/fr3-push", demo_episodes=128, **_OBJECT_TASKS))
+register_recipe(SFTRecipe(name="lift_sft", env="mujoco/fr3-lift", demo_episodes=128, **_OBJECT_TASKS))

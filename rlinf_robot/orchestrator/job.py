@@ -1,0 +1,702 @@
+"""``TrainJob``: one training run - the hybrid loop, or its sim-only / real-only cases.
+
+Read top to bottom, a run is:
+
+1. **set up** the run dir (``runs/<id>/``: composed config, manifest, metrics, checkpoints, the
+   real replay), the robot PC when the embedded default is used (``robot_pc``), the cluster and
+   the worker groups from the placement config: ``env`` (``SimEnvWorker``), ``rollout``
+   (``RolloutWorker``), ``actor`` (``ActorWorker``), ``real`` (``RealEnvWorker``, one rank per robot);
+2. **pre-train** in sim (hybrid mode): PPO updates on sim rollouts until the training success
+   target or the pre-training budget;
+3. **baseline** (hybrid): the pre-trained, sim-only policy on the arm, for the report's comparison;
+4. **train**: the real workers run episodes on their own with the newest weights; every update
+   takes a pipelined sim rollout, the real episodes that arrived, builds one batch with the
+   configured real share (``orchestrator.ppo``), trains, and pushes the weights to every worker;
+   checkpoints every ``run.checkpoint_every`` updates; metrics each update;
+5. **evaluate** on sim and on the arm, with 95 % confidence intervals;
+6. **report** (``report.html``) and shut everything down. Ctrl-C at any point shuts down cleanly
+   and keeps the last checkpoint (and writes the report of what was done).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import signal
+import threading
+import time
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlinf_robot.errors import ConfigError
+from rlinf_robot.orchestrator import ppo
+from rlinf_robot.orchestrator.buffer import EpisodeStore, SourceBuffer
+from rlinf_robot.orchestrator.config import TrainConfig, from_yaml, to_yaml
+from rlinf_robot.orchestrator.stats import Rate, wilson
+
+log = logging.getLogger(__name__)
+KEEP_CHECKPOINTS = 3
+
+
+@dataclass
+class JobState:
+    """What a checkpoint restores besides the actor (step count, versions, per-source counters)."""
+
+    update: int = 0
+    version: int = 0
+    phase: str = "pretrain"
+    pretrained: bool = False
+    wall_s: float = 0.0  # training wall time used (pretrain + train), across resumes
+    train_wall_s: float = 0.0
+    env_steps: dict[str, int] = field(default_factory=dict)
+    episodes: dict[str, int] = field(default_factory=dict)
+    baseline: dict[str, Any] | None = None
+
+
+@dataclass
+class JobResult:
+    run_dir: Path
+    state: JobState
+    eval: dict[str, Any]
+    interrupted: bool = False
+    report: Path | None = None
+
+
+class SimTracker:
+    """Per-env running returns of the sim envs: finished episodes' return, length and success."""
+
+    def __init__(self, n: int):
+        self.ret = np.zeros(n)
+        self.len = np.zeros(n, np.int64)
+        self.finished: list[tuple[float, int, bool]] = []
+
+    def update(self, traj: dict[str, Any]) -> list[tuple[float, int, bool]]:
+        new = []
+        for t in range(traj["rewards"].shape[0]):
+            self.ret += traj["rewards"][t]
+            self.len += traj["actions"].shape[2]
+            done = traj["terminated"][t] | traj["truncated"][t]
+            for i in np.flatnonzero(done):
+                new.append((float(self.ret[i]), int(self.len[i]), bool(traj["success"][t, i])))
+                self.ret[i], self.len[i] = 0.0, 0
+        self.finished.extend(new)
+        return new
+
+    def success(self, last: int) -> float:
+        eps = self.finished[-last:]
+        return float(np.mean([s for *_, s in eps])) if eps else float("nan")
+
+
+def _raise_interrupt(*_: object) -> None:
+    """SIGTERM ends a job like Ctrl-C: cleanly, keeping the last checkpoint."""
+    raise KeyboardInterrupt
+
+
+class TrainJob:
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        self.settings = ppo.PPOSettings.from_mapping(cfg.algorithm)
+        self.resumed = cfg.run.resume is not None
+        self.run_dir = self._run_dir()
+        self.state = JobState()
+        self.robot = None  # RobotUpProcess of the embedded robot PC
+        self.endpoints: list[str] = list(cfg.robot.endpoints)
+        self.sources = [f"real:{n}" for n in (cfg.robot.names or [f"arm{i}" for i in range(max(1, len(cfg.robot.endpoints)))])]
+        self.sim_source = f"sim:{cfg.task.name}"
+        self.scheduler = None
+        self.groups: dict[str, Any] = {}
+        self.buffer = SourceBuffer(cfg.hybrid.max_staleness)
+        self.replay = EpisodeStore(cfg.hybrid.real_replay_dir or self.run_dir / "real_replay")
+        self.metrics = None
+        self.progress = None
+        self.eval: dict[str, Any] = {}
+        self.real_curve: list[dict[str, Any]] = []  # every real episode: time, success, version
+        self._rng = np.random.default_rng(cfg.seed)
+        self._stop = threading.Event()
+        self._t0 = time.monotonic()
+        self._sim = None
+        self._eval_only = False
+
+    # ================================================================== 1. set up
+    def _run_dir(self) -> Path:
+        if self.cfg.run.resume:
+            path = Path(self.cfg.run.resume)
+            if not (path / "config.yaml").exists():
+                raise ConfigError(f"run.resume: {path} has no config.yaml (not a run dir)")
+            return path
+        run_id = self.cfg.run.id or time.strftime("%Y%m%d-%H%M%S") + f"-{self.cfg.mode}"
+        path = Path(self.cfg.run.dir) / run_id
+        path.mkdir(parents=True, exist_ok=False)
+        return path
+
+    def _write_manifest(self) -> None:
+        from rlinf_robot.orchestrator.manifest import manifest
+
+        text = to_yaml(self.cfg)
+        data = manifest(text, self.endpoints, calibration_ids=[])
+        path = self.run_dir / "manifest.json"
+        if not self.resumed:
+            (self.run_dir / "config.yaml").write_text(text)
+            path.write_text(json.dumps(data, indent=2))
+            self.manifest = data
+            return
+        self.manifest = json.loads(path.read_text())
+        if not self._eval_only:  # a resume is recorded with what it ran with
+            self.manifest.setdefault("resumes", []).append(data)
+            path.write_text(json.dumps(self.manifest, indent=2))
+
+    def setup(self) -> None:
+        cfg = self.cfg
+        if self.resumed:
+            self._load_state()
+        if cfg.uses_arm and cfg.robot.kind == "sim_local":
+            from rlinf_robot.orchestrator import robot_pc
+
+            self.robot, endpoint = robot_pc.start(cfg.robot.config, cfg.robot.overrides, self.run_dir,
+                                                  cfg.robot.ready_timeout_s)
+            self.endpoints = [endpoint]
+        self._write_manifest()
+        self._say(f"run dir {self.run_dir}")
+        self._start_workers()
+        from rlinf_robot.orchestrator.metrics import MetricsLog
+
+        self.metrics = MetricsLog(self.run_dir, json.loads(json.dumps(asdict(self.cfg), default=str)),
+                                  "disabled" if self._eval_only else cfg.run.wandb, name=self.run_dir.name,
+                                  resume=self.resumed, append=not self._eval_only)
+        if self.resumed:
+            self._restore_checkpoint()
+        self._push_weights()
+
+    def _cluster_config(self) -> dict[str, Any]:
+        raw = {k: v for k, v in self.cfg.cluster.items()}
+        groups = dict(raw.get("groups") or {})
+        if not self.cfg.uses_sim:
+            groups.pop("env", None)
+            groups.pop("rollout", None)
+        else:
+            groups.setdefault("env", {"num_ranks": 1})
+            groups.setdefault("rollout", {"num_ranks": 1})
+        groups.setdefault("actor", {"num_ranks": 1})
+        if self.cfg.uses_arm:
+            groups["real"] = {**dict(groups.get("real") or {}), "num_ranks": len(self.sources)}
+        else:
+            groups.pop("real", None)
+        raw["groups"] = groups
+        raw.pop("resources", None)
+        return raw
+
+    def _start_workers(self) -> None:
+        from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
+        from rlinf_robot.scheduler.config import Scheduler, SchedulerConfig
+        from rlinf_robot.workers.actor import ActorWorker
+        from rlinf_robot.workers.real_env import RealEnvWorker
+        from rlinf_robot.workers.rollout import RolloutWorker
+        from rlinf_robot.workers.sim_env import SimEnvWorker, action_spec_from_dict
+
+        cfg = self.cfg
+        self.scheduler = Scheduler(SchedulerConfig.from_dict(self._cluster_config()))
+        # With the robot PC on this machine (the embedded default) the learner's workers yield the
+        # CPU to the arm's loops (franka-sim, franka_node, bridge_node), as separate machines would.
+        learner_env = {"RLINF_WORKER_NICE": str(cfg.run.learner_nice)} if self.robot is not None else {}
+        self._say(f"cluster up: placement {self.scheduler.config.mode}, groups "
+                  f"{', '.join(f'{g.name} x{g.num_ranks}' for g in self.scheduler.config.groups)}")
+        policy_kwargs = dict(cfg.policy.kwargs)
+        real_env = {**dict(cfg.robot.env), "task": cfg.task.name, "task_options": dict(cfg.task.options),
+                    "action_mode": cfg.task.action_mode, "control_hz": cfg.task.control_hz,
+                    "terminate_on_success": cfg.task.terminate_on_success}
+        specs = None
+        if cfg.uses_sim:
+            sim_kwargs = {**dict(cfg.sim.kwargs), "action_mode": cfg.task.action_mode, "control_hz": cfg.task.control_hz,
+                          "terminate_on_success": cfg.task.terminate_on_success}
+            if cfg.task.options:
+                sim_kwargs["task_options"] = dict(cfg.task.options)
+            env = self.scheduler.launch("env", SimEnvWorker, env=learner_env, kwargs=dict(
+                env=cfg.sim_env, num_envs=cfg.sim.num_envs, env_kwargs=sim_kwargs,
+                num_shards=cfg.sim.num_shards, seed=cfg.seed))
+            spec = env.call_rank(0, "env_spec").wait_one(120)
+            action_spec = action_spec_from_dict(spec["action_spec"])
+            self.groups["env"] = env
+            self.groups["rollout"] = self.scheduler.launch("rollout", RolloutWorker, env=learner_env, kwargs=dict(
+                action_spec=spec["action_spec"], state_dim=spec["state_dim"], policy=cfg.policy.name,
+                policy_kwargs=policy_kwargs, seed=cfg.seed))
+            specs = (action_spec, spec["state_dim"])
+        if cfg.uses_arm:
+            r_action, r_obs = RealRobotEnv.specs(RealEnvConfig.from_dict(real_env))
+            if specs is not None and (r_action.shape != specs[0].shape or r_obs.state_shape[0] != specs[1]
+                                      or not np.allclose(r_action.high, specs[0].high)):
+                raise ConfigError(f"the sim env ({cfg.sim_env}) and the arm disagree on actions or state "
+                                  f"({specs[0].shape}/{specs[1]} vs {r_action.shape}/{r_obs.state_shape[0]})")
+            specs = specs or (r_action, r_obs.state_shape[0])
+            # concurrent methods: stats / stop / take_episodes answer while an episode or an
+            # evaluation runs (the worker's own state is guarded for that)
+            self.groups["real"] = self.scheduler.launch("real", RealEnvWorker, max_concurrency=4, kwargs=dict(
+                endpoint=self.endpoints, env=real_env, policy=cfg.policy.name, policy_kwargs=policy_kwargs,
+                source=self.sources, client=dict(cfg.robot.client), seed=cfg.seed,
+                deterministic=cfg.hybrid.deterministic_real))
+        objective, objective_cfg = self.settings.objective()
+        self.groups["actor"] = self.scheduler.launch("actor", ActorWorker, env=learner_env, kwargs=dict(
+            policy=cfg.policy.name,
+            policy_cfg={"action_spec": specs[0], "state_dim": specs[1], **policy_kwargs},
+            objective=objective, objective_cfg=objective_cfg, trainer=self.settings.trainer(), seed=cfg.seed))
+        self.groups["actor"].call("setup").wait(300)
+
+    # ================================================================== the loop
+    def run(self) -> JobResult:
+        """Everything, in order; Ctrl-C / SIGTERM end it cleanly (last checkpoint kept)."""
+        interrupted = False
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        report = None
+        try:
+            self.setup()
+            self._start_progress()
+            if self.cfg.mode == "hybrid" and not self.state.pretrained:
+                self._pretrain()
+            if self.cfg.mode == "hybrid" and self.state.baseline is None and self.cfg.eval.baseline_arm_episodes:
+                self.state.baseline = self._evaluate_arm(self.cfg.eval.baseline_arm_episodes, "baseline (sim-only policy)")
+            self._train()
+            self._checkpoint()
+            self._evaluate()
+        except KeyboardInterrupt:
+            interrupted = True
+            self._say("interrupted: stopping the arm's episodes, keeping the last checkpoint")
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self._stop_progress()
+            self._finish_real(interrupted)
+            if self.metrics is not None:
+                report = self._report(interrupted)
+            self.shutdown()
+        return JobResult(self.run_dir, self.state, self.eval, interrupted, report)
+
+    def evaluate_only(self, on: tuple[str, ...] = ("sim", "arm")) -> dict[str, Any]:
+        """``rlinf-robot eval``: the run's last checkpoint on sim and/or the arm, nothing trained."""
+        self._eval_only = True
+        try:
+            self.setup()
+            self.state.baseline = None
+            out: dict[str, Any] = {}
+            if "sim" in on and self.cfg.uses_sim:
+                out["sim"] = self._evaluate_sim(self.cfg.eval.sim_episodes).to_dict()
+                self._say(f"sim: success {wilson(out['sim']['successes'], out['sim']['n'])}")
+            if "arm" in on and self.cfg.uses_arm:
+                out["arm"] = self._evaluate_arm(self.cfg.eval.arm_episodes, f"checkpoint of update {self.state.update}")
+            path = self.run_dir / f"eval-{time.strftime('%Y%m%d-%H%M%S')}.json"
+            path.write_text(json.dumps({"update": self.state.update, **out}, indent=2, default=float))
+            self._say(f"results: {path}")
+            return out
+        finally:
+            self._finish_real()
+            if self.metrics is not None:
+                self.metrics.close()
+            self.shutdown()
+
+    def _pretrain(self) -> None:
+        b = self.cfg.budget
+        self.state.phase = "pretrain"
+        self._say(f"pre-training in sim: until {b.pretrain_target:.2f} training success or {b.pretrain_wall_s:g} s")
+        start = time.monotonic()
+        while time.monotonic() - start < b.pretrain_wall_s:
+            self._update(use_real=False)
+            if self._sim.success(b.pretrain_window) >= b.pretrain_target and len(self._sim.finished) >= b.pretrain_window:
+                break
+            if self._stop.is_set():
+                raise KeyboardInterrupt
+        self.state.pretrained = True
+        self._say(f"pre-training done after {self.state.update} updates: sim training success "
+                  f"{self._sim.success(b.pretrain_window):.2f}")
+
+    def _wait_robot(self) -> None:
+        """The embedded robot PC was started in the background at set-up: wait until it is up."""
+        if self.robot is not None and not getattr(self, "_robot_ready", False):
+            pids = self.robot.wait_ready(self.cfg.robot.ready_timeout_s)
+            self._robot_ready = True
+            self._say(f"robot PC ready: {', '.join(f'{n} ({p})' for n, p in pids.items())}")
+
+    def _train(self) -> None:
+        cfg, b = self.cfg, self.cfg.budget
+        self.state.phase = "train"
+        real = self.groups.get("real")
+        if real is not None:
+            self._wait_robot()
+            real.call("start").wait(60)
+        start_update, start = self.state.update, time.monotonic()
+        used = self.state.train_wall_s
+        while True:
+            elapsed = used + time.monotonic() - start
+            if b.wall_s is not None and elapsed >= b.wall_s:
+                break
+            if b.updates is not None and self.state.update - start_update >= b.updates:
+                break
+            if not cfg.uses_sim and not self._wait_real(cfg.hybrid.min_real_episodes, b.wall_s - elapsed if b.wall_s else 600):
+                continue
+            self._update(use_real=cfg.uses_arm)
+            self.state.train_wall_s = used + time.monotonic() - start
+            if self.state.update % cfg.run.checkpoint_every == 0:
+                self._checkpoint()
+
+    def _wait_real(self, episodes: int, timeout_s: float) -> bool:
+        """real_only: wait until ``episodes`` new usable episodes are in the buffer."""
+        deadline = time.monotonic() + max(timeout_s, 1.0)
+        before = len(self.buffer.episodes)
+        while time.monotonic() < deadline:
+            self._take_real()
+            if len(self.buffer.episodes) - before >= episodes:
+                return True
+            time.sleep(0.5)
+        return False
+
+    # ------------------------------------------------------------------ one update
+    def _update(self, use_real: bool) -> dict[str, Any]:
+        cfg, s = self.cfg, self.settings
+        t0 = time.monotonic()
+        actor = self.groups["actor"]
+        timing: dict[str, float] = {}
+        traj = None
+        if cfg.uses_sim:
+            traj = self._sim_rollout()
+            timing["rollout_s"] = time.monotonic() - t0
+        episodes = self._take_real() if use_real else []
+        fresh = self.buffer.fresh(self.state.version, cfg.hybrid.max_real_uses) if use_real else []
+        # the learner's current view of what it trains on: values (GAE) and proximal log-probs
+        eval_obs, slices = [], {}
+        if traj is not None:
+            T, N = traj["rewards"].shape
+            slices["final"] = (0, T * N)
+            slices["last"] = (T * N, T * N + N)
+            eval_obs += [traj["final_states"].reshape(T * N, -1), traj["states"][-1]]
+        at = sum(len(x) for x in eval_obs)
+        for i, ep in enumerate(fresh):
+            n = len(ep["rewards"])
+            slices[i] = (at, at + n + 1)
+            eval_obs += [ep["states"][:-1], ep["final_state"][None]]
+            at += n + 1
+        values = {}
+        if eval_obs:
+            states = np.concatenate(eval_obs).astype(np.float32)
+            raw = self._eval_raw(traj, fresh, len(states))
+            obs = {"state": states, "images": {}, "instruction": []}
+            out = actor.call("evaluate", {"obs": obs, "raw_actions": raw}).wait(300)[0]  # collective
+            values, logps = out["value"], out.get("log_prob")
+        if traj is not None:
+            a, b_ = slices["final"]
+            c, d = slices["last"]
+            sim = ppo.sim_rows(traj, values[a:b_].reshape(T, N), values[c:d], s)
+        else:
+            sim = None
+        real_parts = []
+        for i, ep in enumerate(fresh):
+            a, b_ = slices[i]
+            real_parts.append(ppo.episode_rows(ep, values[a:b_ - 1], logps[a:b_ - 1], float(values[b_ - 1]), s))
+        real = ppo.concat_rows(real_parts) if real_parts else None
+        rows = ppo.mix(sim, real, cfg.hybrid.real_fraction if use_real else 0.0, self._rng)
+        batch = ppo.to_batch(rows)
+        seed = zlib.crc32(f"{cfg.seed}/{self.state.update}".encode())
+        t1 = time.monotonic()
+        stats = actor.call("train_epochs", batch, s.epochs, s.minibatch_size, seed, s.target_kl).wait(600)[0]
+        actor.call("update_obs_norm", rows["state"][~rows["real"]] if (~rows["real"]).any() else rows["state"]).wait(120)
+        timing["train_s"] = time.monotonic() - t1
+        self.state.update += 1
+        self.state.version += 1
+        t2 = time.monotonic()
+        self._push_weights()
+        timing["sync_s"] = time.monotonic() - t2
+        dt = time.monotonic() - t0
+        self.state.wall_s += dt
+        row = self._metrics_row(traj, episodes, rows, stats, timing, dt)
+        self.metrics.log(row)
+        self._show(row)
+        return row
+
+    def _eval_raw(self, traj, fresh, n_states: int) -> np.ndarray:
+        """Raw actions aligned with the states sent for evaluation (zeros where only V is needed)."""
+        shape = None
+        if traj is not None:
+            shape = traj["raw_actions"].shape[2:]
+        elif fresh:
+            shape = fresh[0]["raw_actions"].shape[1:]
+        raw = np.zeros((n_states, *shape), np.float32)
+        at = 0
+        if traj is not None:
+            T, N = traj["rewards"].shape
+            at = T * N + N
+        for ep in fresh:
+            n = len(ep["rewards"])
+            raw[at : at + n] = ep["raw_actions"]
+            at += n + 1
+        return raw
+
+    def _sim_rollout(self) -> dict[str, Any]:
+        cfg = self.cfg
+        env, rollout = self.groups["env"], self.groups["rollout"]
+        first = self._sim is None
+        results = env.call("rollout", rollout.actors[0], self.settings.num_steps, cfg.sim.stages, True, False,
+                           first, 300.0, cfg.sim.transport).wait(600)
+        traj = {k: np.concatenate([r[k] for r in results], axis=1) for k in results[0]
+                if isinstance(results[0][k], np.ndarray) and results[0][k].ndim >= 2 and k != "versions"}
+        traj["versions"] = results[0]["versions"]
+        traj["env_steps"] = sum(r["env_steps"] for r in results)
+        traj["seconds"] = max(r["seconds"] for r in results)
+        if self._sim is None:
+            self._sim = SimTracker(traj["rewards"].shape[1])
+        stale = int(np.max(self.state.version - traj["versions"]))
+        if stale:
+            log.warning("sim rollout acted with weights %d versions old", stale)
+        return traj
+
+    def _take_real(self) -> list[dict[str, Any]]:
+        real = self.groups.get("real")
+        if real is None:
+            return []
+        episodes = [ep for eps in real.call("take_episodes").wait(120) for ep in eps]
+        for ep in episodes:
+            self.replay.write(ep)
+            self.buffer.add(ep)
+            meta = ep["meta"]
+            self.state.episodes[meta["source"]] = self.state.episodes.get(meta["source"], 0) + 1
+            self.state.env_steps[meta["source"]] = self.state.env_steps.get(meta["source"], 0) + meta["steps"]
+            self.real_curve.append({"t": time.monotonic() - self._t0, "success": meta["success"],
+                                    "aborted": meta["aborted"], "version": int(np.max(ep["versions"])) if len(ep["versions"]) else -1,
+                                    "source": meta["source"], "return": meta["return"], "reason": meta["reason"],
+                                    "t_start_wall": meta["t_start"], "t_end_wall": meta["t_end"]})
+        return episodes
+
+    def _push_weights(self) -> None:
+        from rlinf_robot.scheduler.weight_sync import push_weights
+
+        actor = self.groups["actor"]
+        actor.call("gather_weights").wait(300)
+        for name in ("rollout", "real"):
+            if name in self.groups:
+                push_weights(actor, self.groups[name], self.state.version)
+
+    # ------------------------------------------------------------------ metrics
+    def _metrics_row(self, traj, episodes, rows, stats, timing, dt) -> dict[str, Any]:
+        st = self.state
+        row: dict[str, Any] = {"update": st.update, "version": st.version, "phase": st.phase,
+                               "wall_s": time.monotonic() - self._t0, "update_s": dt, **timing}
+        row.update({f"train/{k}": v for k, v in stats.items()})
+        real_rows = int(rows["real"].sum())
+        row["batch/rows"] = len(rows["real"])
+        row["batch/real_share"] = real_rows / max(len(rows["real"]), 1)
+        if real_rows:
+            row["batch/real_policy_lag"] = float(np.mean(st.version - 1 - rows["versions"][rows["real"]]))
+        if traj is not None:
+            new = self._sim.update(traj)
+            src = self.sim_source
+            st.env_steps[src] = st.env_steps.get(src, 0) + int(traj["env_steps"])
+            st.episodes[src] = st.episodes.get(src, 0) + len(new)
+            row[f"{src}/env_steps"] = st.env_steps[src]
+            row[f"{src}/steps_per_s"] = traj["env_steps"] / max(traj["seconds"], 1e-9)
+            row[f"{src}/success"] = self._sim.success(max(32, len(new)))
+            if new:
+                row[f"{src}/return"] = float(np.mean([r for r, _, _ in new]))
+                row[f"{src}/episode_length"] = float(np.mean([n for _, n, _ in new]))
+        if "real" in self.groups:
+            for stat in self.groups["real"].call("stats").wait(60):
+                src = stat["source"]
+                mine = [e for e in self.real_curve if e["source"] == src and not e["aborted"]]
+                row[f"{src}/state"] = stat["state"]
+                row[f"{src}/last_error"] = stat["last_error"]
+                row[f"{src}/episodes"] = stat["episodes"]
+                row[f"{src}/aborted"] = stat["aborted"]
+                row[f"{src}/utilisation"] = stat["utilisation"]
+                row[f"{src}/latency_p50_ms"] = stat["latency_p50_ms"]
+                row[f"{src}/env_steps"] = st.env_steps.get(src, 0)
+                row[f"{src}/steps_per_s"] = stat["steps"] / max(stat["wall_s"], 1e-9)
+                if mine:
+                    row[f"{src}/success"] = float(np.mean([e["success"] for e in mine[-10:]]))
+                    row[f"{src}/return"] = float(np.mean([e["return"] for e in mine[-10:]]))
+            mine_eps = [e for e in episodes if not e["meta"]["aborted"]]
+            if mine_eps:
+                row["real/new_episodes"] = len(mine_eps)
+                row["real/episode_length"] = float(np.mean([e["meta"]["steps"] for e in mine_eps]))
+        return row
+
+    # ================================================================== checkpoints
+    def _checkpoint(self) -> Path | None:
+        if not self.groups.get("actor"):
+            return None
+        path = self.run_dir / "checkpoints" / f"update_{self.state.update:06d}"
+        self.groups["actor"].call("save_checkpoint", str(path / "actor")).wait(300)
+        state = {**asdict(self.state), "buffer": self.buffer.metadata(), "config_hash": self.manifest["config_hash"]}
+        (path / "state.json").write_text(json.dumps(state, indent=2, default=float))
+        tmp = self.run_dir / "checkpoints" / "latest.tmp"
+        tmp.write_text(path.name)
+        tmp.replace(self.run_dir / "checkpoints" / "latest")
+        for old in sorted((self.run_dir / "checkpoints").glob("update_*"))[:-KEEP_CHECKPOINTS]:
+            shutil.rmtree(old, ignore_errors=True)
+        return path
+
+    def _latest_checkpoint(self) -> Path | None:
+        marker = self.run_dir / "checkpoints" / "latest"
+        return self.run_dir / "checkpoints" / marker.read_text().strip() if marker.exists() else None
+
+    def _load_state(self) -> None:
+        ckpt = self._latest_checkpoint()
+        if ckpt is None:
+            raise ConfigError(f"run.resume: {self.run_dir} has no checkpoint yet")
+        raw = json.loads((ckpt / "state.json").read_text())
+        raw.pop("buffer", None)
+        raw.pop("config_hash", None)
+        self.state = JobState(**raw)
+        saved = from_yaml(self.run_dir / "config.yaml")
+        if saved.policy != self.cfg.policy or saved.task != self.cfg.task:
+            raise ConfigError("run.resume: the policy and task must be the run's own (see its config.yaml)")
+
+    def _restore_checkpoint(self) -> None:
+        ckpt = self._latest_checkpoint()
+        step = self.groups["actor"].call("load_checkpoint", str(ckpt / "actor")).wait(300)[0]
+        for ep in self.replay.read_all():  # the persistent real replay: kept across runs
+            self.buffer.add(ep)
+        self._say(f"resumed {self.run_dir.name} at update {self.state.update} (optimizer step {step}, "
+                  f"policy version {self.state.version}, {len(self.buffer.episodes)} real episodes on disk)")
+
+    # ================================================================== evaluation
+    def _evaluate(self) -> None:
+        self.state.phase = "eval"
+        cfg = self.cfg
+        if cfg.uses_sim and cfg.eval.sim_episodes:
+            self.eval["sim"] = self._evaluate_sim(cfg.eval.sim_episodes).to_dict()
+            self._say(f"sim eval: success {wilson(self.eval['sim']['successes'], self.eval['sim']['n'])}")
+        if cfg.uses_arm and cfg.eval.arm_episodes:
+            self.eval["arm"] = self._evaluate_arm(cfg.eval.arm_episodes, "final policy")
+        if self.state.baseline is not None:
+            self.eval["baseline_arm"] = self.state.baseline
+
+    def _evaluate_sim(self, episodes: int) -> Rate:
+        """Deterministic episodes on held-out seeds (a seed range training never used)."""
+        env, rollout = self.groups["env"], self.groups["rollout"]
+        horizon = self._episode_decisions()
+        wins = n = 0
+        k = 0
+        while n < episodes:
+            res = env.call("rollout", rollout.actors[0], horizon, 1, True, True, True, 300.0,
+                           self.cfg.sim.transport, 10_000 + 97 * k).wait(600)
+            for r in res:
+                done = r["terminated"] | r["truncated"]
+                first = np.argmax(done, axis=0)  # each env's first episode end
+                ended = done.any(axis=0)
+                wins += int(np.sum(r["success"][first, np.arange(done.shape[1])] & ended))
+                n += int(np.sum(ended))
+            k += 1
+        self._sim = None  # the next training rollout starts from a reset
+        return wilson(wins, n)
+
+    def _episode_decisions(self) -> int:
+        from rlinf_robot.envs.tasks import make_task
+
+        seconds = make_task(self.cfg.task.name, **self.cfg.task.options).episode_seconds
+        return int(round(seconds * self.cfg.task.control_hz))
+
+    def _evaluate_arm(self, episodes: int, what: str) -> dict[str, Any]:
+        self._wait_robot()
+        real = self.groups["real"]
+        real.call("stop").wait(120)
+        self._say(f"arm eval ({what}): {episodes} episodes, deterministic")
+        per_rank = -(-episodes // len(real.actors))
+        results = [ep for eps in real.call("evaluate", per_rank, True).wait(3600) for ep in eps]
+        wins = sum(ep["meta"]["success"] for ep in results)
+        rate = wilson(wins, len(results))
+        self._say(f"arm eval ({what}): success {rate}")
+        t = time.monotonic() - self._t0
+        return {**rate.to_dict(), "t": t, "what": what,
+                "final_distance_mm": [self._goal_distance(ep) for ep in results]}
+
+    @staticmethod
+    def _goal_distance(ep: dict[str, Any]) -> float:
+        s = ep["final_state"]
+        return float(np.linalg.norm(np.asarray(ep["meta"]["goal"]) - s[14:17]) * 1e3)
+
+    # ================================================================== progress, report, shutdown
+    def _start_progress(self) -> None:
+        if self.cfg.run.progress:
+            from rlinf_robot.orchestrator.progress import Progress
+
+            self.progress = Progress(self.cfg, self.sources, self.sim_source)
+            self.progress.start()
+
+    def _stop_progress(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def _show(self, row: dict[str, Any]) -> None:
+        if self.progress is not None:
+            self.progress.update(row, self.state, time.monotonic() - self._t0)
+
+    def _say(self, text: str) -> None:
+        line = f"[{time.monotonic() - self._t0:6.1f}s] {text}"
+        if self.progress is not None:
+            self.progress.say(line)
+        else:
+            print(line, flush=True)
+
+    def _finish_real(self, interrupted: bool = False) -> None:
+        real = self.groups.get("real")
+        if real is None:
+            return
+        try:
+            real.call("stop", 60.0, interrupted).wait(90)
+            self._take_real()
+        except Exception as e:  # shutting down: the arm holds by itself (deadman) if this fails
+            log.warning("stopping the real workers: %s", e)
+
+    def _report(self, interrupted: bool) -> Path | None:
+        try:
+            self.metrics.summary({f"eval/{k}": v.get("rate") for k, v in self.eval.items() if isinstance(v, dict)})
+            timeline = self._timeline()
+            latency = self._latency()
+            (self.run_dir / "eval.json").write_text(json.dumps(self.eval, indent=2, default=float))
+            if not self.cfg.run.report:
+                return None
+            from rlinf_robot.orchestrator.report import write_report
+
+            path = write_report(self.run_dir, self.metrics.rows, self.real_curve, self.eval, latency,
+                                timeline, self.manifest, interrupted)
+            self._say(f"report: {path}")
+            return path
+        except Exception:
+            log.exception("writing the report failed")
+            return None
+        finally:
+            self.metrics.close()
+
+    def _timeline(self) -> list[dict[str, Any]]:
+        events = []
+        for name in ("env", "rollout", "actor"):
+            group = self.groups.get(name)
+            if group is None:
+                continue
+            try:
+                for rank, evs in enumerate(group.call("timeline_events").wait(60)):
+                    events += [{**e, "group": name, "rank": rank} for e in evs]
+            except Exception as e:
+                log.warning("timeline of %s: %s", name, e)
+        return events
+
+    def _latency(self) -> list[float]:
+        real = self.groups.get("real")
+        if real is None:
+            return []
+        try:
+            return [x for xs in real.call("latency_samples").wait(60) for x in xs]
+        except Exception:
+            return []
+
+    def shutdown(self) -> None:
+        if self.scheduler is not None:
+            try:
+                self.scheduler.shutdown()
+            except Exception as e:
+                log.warning("scheduler shutdown: %s", e)
+            self.scheduler = None
+        if self.robot is not None:
+            code = self.robot.stop()
+            (self.run_dir / "robot_pc.log").write_text("\n".join(self.robot.lines) + "\n")
+            self._say(f"robot PC stopped (exit {code}; its output: {self.run_dir / 'robot_pc.log'})")
+            self.robot = None

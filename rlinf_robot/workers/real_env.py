@@ -1,0 +1,316 @@
+"""``RealEnvWorker``: one robot endpoint as a scheduler worker, running episodes on its own.
+
+A background thread runs episode after episode on the arm (``RealRobotEnv`` over the bridge) with
+the newest weights it has been given (``load_weights``, pushed by the driver after each update),
+taken at the start of each episode, so an episode is one policy version (what its behaviour
+log-probs are of, and what a report can attribute it to): the arm never waits for the learner. Finished episodes queue up until the driver takes them
+(``take_episodes``), each a dict of numpy arrays plus what a learner and a report need: source,
+policy versions, behaviour log-probs and values, rewards, success, and whether it was *aborted*.
+
+An episode is aborted, and marked so, when it did not end the way the task ends episodes: the link
+to the robot was lost, the arm latched or was e-stopped, a reflex refused its rows (``aborted`` in
+the env's info). Its data is kept for inspection but must not be trained on as an ending. After a
+lost link the worker reconnects by itself (every ``retry_s``) and resumes real episodes, while
+the rest of the job carries on with sim.
+
+Utilisation is the share of wall time the arm spent executing policy actions (inside
+``step``/``chunk_step``), not resetting, reconnecting or waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from rlinf_robot.scheduler.worker import Worker
+
+log = logging.getLogger(__name__)
+
+#: Errors that end a real episode as aborted and make the worker reconnect.
+_LINK_ERRORS = ("LinkLost", "BridgeTimeout", "BridgeError", "Latched", "CommandRefused", "ConnectionError")
+
+
+class RealEnvWorker(Worker):
+    def __init__(
+        self,
+        endpoint: str | list[str],
+        env: dict[str, Any],
+        policy: str,
+        policy_kwargs: dict[str, Any],
+        source: str | list[str] = "real:arm",
+        client: dict[str, Any] | None = None,
+        seed: int = 0,
+        retry_s: float = 2.0,
+        deterministic: bool = False,
+    ):
+        super().__init__()
+        import torch
+
+        import policies
+        from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
+
+        # one endpoint (and source name) per rank of the group
+        self.endpoint = endpoint if isinstance(endpoint, str) else endpoint[self.rank]
+        self.source = source if isinstance(source, str) else source[self.rank]
+        self.retry_s = float(retry_s)
+        self.env_cfg = RealEnvConfig.from_dict({**env, "auto_reset": False, "seed": seed + self.rank})
+        self.client_cfg = dict(client or {})
+        self.deterministic = bool(deterministic)
+        action_spec, obs_spec = RealRobotEnv.specs(self.env_cfg)
+        torch.manual_seed(int(seed))
+        self.policy = policies.make(policy, action_spec=action_spec, obs_spec=obs_spec, **policy_kwargs).eval()
+        # the copy an episode acts with: refreshed from ``policy`` (which load_weights updates) at
+        # each episode's start
+        self._acting = policies.make(policy, action_spec=action_spec, obs_spec=obs_spec, **policy_kwargs).eval()
+        self._acting.load_state_dict(self.policy.state_dict())
+        self._acting_version = self.weights_version
+        self._torch = torch
+        self._lock = threading.RLock()  # the policy: episode thread vs load_weights
+        self._queue: list[dict[str, Any]] = []
+        self._queue_lock = threading.Lock()
+        self._stop = threading.Event()  # ends the background episodes
+        self._halt = threading.Event()  # ends everything, evaluation included (shutdown)
+        self._thread: threading.Thread | None = None
+        self._env = None
+        self.state = "stopped"
+        self.last_error = ""
+        self.t_start = time.time()
+        self.arm_seconds = 0.0
+        self.counts = {"episodes": 0, "aborted": 0, "steps": 0, "reconnects": 0}
+        self.latency_ms: list[float] = []  # per step: chunk sent -> its end observed
+
+    def weights_module(self) -> Any:
+        return self.policy
+
+    def load_weights(self, ticket: Any) -> int:
+        with self._lock:
+            return super().load_weights(ticket)
+
+    # ------------------------------------------------------------------ control
+    def start(self) -> str:
+        """Start running episodes in the background (idempotent)."""
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self.t_start = time.time()
+            self.arm_seconds = 0.0
+            self._thread = threading.Thread(target=self._run, name="real-episodes", daemon=True)
+            self._thread.start()
+        return self.state
+
+    def stop(self, timeout_s: float = 60.0, halt: bool = False) -> dict[str, Any]:
+        """Finish the running episode (it is kept, aborted if cut), release the arm, stop.
+        ``halt`` also ends an evaluation that is running (the group runs methods concurrently)."""
+        if halt:
+            self._halt.set()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+        self._close_env()
+        self.state = "stopped"
+        return self.stats()
+
+    def take_episodes(self) -> list[dict[str, Any]]:
+        """The episodes finished since the last call (oldest first)."""
+        with self._queue_lock:
+            out, self._queue = self._queue, []
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        wall = max(time.time() - self.t_start, 1e-9)
+        lat = np.asarray(self.latency_ms[-2000:])
+        return {
+            "source": self.source,
+            "state": self.state,
+            "version": self.weights_version,
+            "utilisation": self.arm_seconds / wall,
+            "arm_seconds": self.arm_seconds,
+            "wall_s": wall,
+            "last_error": self.last_error,
+            "latency_p50_ms": float(np.median(lat)) if lat.size else float("nan"),
+            **self.counts,
+        }
+
+    def latency_samples(self) -> list[float]:
+        return list(self.latency_ms)
+
+    def evaluate(self, episodes: int, deterministic: bool = True, timeout_s: float = 900.0) -> list[dict]:
+        """Run ``episodes`` episodes now (the background loop must be stopped) and return them."""
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("stop() the training episodes before evaluating on the arm")
+        out: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout_s
+        while len(out) < episodes and time.monotonic() < deadline and not self._halt.is_set():
+            try:
+                env = self._connect()
+                out.append(self._episode(env, deterministic))
+            except Exception as e:  # a lost link during eval: reconnect and go on
+                if type(e).__name__ not in _LINK_ERRORS:
+                    raise
+                self._lost(e)
+                self._halt.wait(self.retry_s)
+        self._close_env()
+        return out
+
+    def close(self) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                env = self._connect()
+                episode = self._episode(env, self.deterministic)
+            except Exception as e:
+                if type(e).__name__ not in _LINK_ERRORS:
+                    log.exception("real episode failed")
+                self._lost(e)
+                self._stop.wait(self.retry_s)
+                continue
+            self._emit(episode)
+
+    def _connect(self):
+        if self._env is None:
+            from rlinf_robot.bridge.config import ClientConfig
+            from rlinf_robot.envs.real import RealRobotEnv
+
+            self.state = "connecting"
+            self._env = RealRobotEnv.connect([self.endpoint], ClientConfig(**self.client_cfg), self.env_cfg)
+        return self._env
+
+    def _close_env(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception as e:  # the link may be gone: the lease lapses by itself
+                log.debug("closing the real env: %s", e)
+
+    def _lost(self, e: Exception) -> None:
+        self.last_error = f"{type(e).__name__}: {e}"
+        self.state = "unavailable"
+        self.counts["reconnects"] += 1
+        partial = getattr(self, "_partial", None)
+        if partial is not None:
+            self._emit(partial.finish(aborted=True, reason=self.last_error))
+            self._partial = None
+        self._close_env()
+
+    def _take_newest_weights(self) -> None:
+        with self._lock:
+            self._acting.load_state_dict(self.policy.state_dict())
+            self._acting_version = self.weights_version
+
+    def _act(self, obs: dict[str, Any], deterministic: bool):
+        with self._torch.inference_mode():
+            out = self._acting.predict_action_batch(obs, deterministic=deterministic)
+            version = self._acting_version
+        value = None if out.value is None else out.value.cpu().numpy()
+        logp = None if out.log_prob is None else out.log_prob.cpu().numpy()
+        return out.actions, out.raw_actions.cpu().numpy(), logp, value, version
+
+    def _episode(self, env, deterministic: bool) -> dict[str, Any]:
+        self.state = "resetting"
+        obs = env.reset()
+        self._take_newest_weights()
+        self.state = "running"
+        rec = _EpisodeRecord(self.source, obs, env)
+        self._partial = rec
+        while not self._halt.is_set():
+            actions, raw, logp, value, version = self._act(obs, deterministic)
+            t0 = time.monotonic()
+            result = env.step(actions[:, 0]) if actions.shape[1] == 1 else env.chunk_step(actions)
+            dt = time.monotonic() - t0
+            self.arm_seconds += dt
+            self.latency_ms.append(float(np.atleast_1d(result[4]["latency_ms"]["step"])[0]))
+            if len(self.latency_ms) > 20000:
+                del self.latency_ms[:10000]
+            self.counts["steps"] += int(result[4]["executed"][0])
+            rec.add(actions, raw, logp, value, version, result)
+            obs = result[0]
+            if result[2][0] or result[3][0]:
+                break
+        self._partial = None
+        if self._halt.is_set() and not (result[2][0] or result[3][0]):
+            return rec.finish(aborted=True, reason="halted")
+        aborted = bool(result[4]["aborted"][0])
+        reason = "; ".join(r["message"] for r in result[4]["rejections"][0]) if aborted else ""
+        return rec.finish(aborted=aborted, reason=reason)
+
+    def _emit(self, episode: dict[str, Any]) -> None:
+        self.counts["episodes"] += 1
+        self.counts["aborted"] += int(episode["aborted"])
+        with self._queue_lock:
+            self._queue.append(episode)
+
+
+class _EpisodeRecord:
+    """One real episode's steps, as plain arrays (one robot: env index 0)."""
+
+    def __init__(self, source: str, first_obs: dict[str, Any], env):
+        self.source = source
+        self.t_start = time.time()
+        self.states = [first_obs["state"][0]]
+        self.images = {cam: [img[0]] for cam, img in (first_obs.get("images") or {}).items()}
+        self.instruction = (first_obs.get("instruction") or [""])[0]
+        self.goal = np.array(env.goals[0])
+        self.cols: dict[str, list[Any]] = {}
+        self.rejections: dict[str, int] = {}
+
+    def add(self, actions, raw, logp, value, version, result) -> None:
+        obs, reward, terminated, truncated, info = result
+        self.states.append(obs["state"][0])
+        for cam, img in (obs.get("images") or {}).items():
+            self.images[cam].append(img[0])
+        row = {
+            "actions": actions[0],
+            "raw_actions": raw[0],
+            "log_prob": np.float32(np.nan if logp is None else logp[0]),
+            "value": np.float32(np.nan if value is None else value[0]),
+            "versions": np.int64(version),
+            "rewards": np.float32(reward[0]),
+            "terminated": bool(terminated[0]),
+            "truncated": bool(truncated[0]),
+            "success": bool(info["success"][0]),
+            "executed": np.int64(info["executed"][0]),
+        }
+        for key, v in row.items():
+            self.cols.setdefault(key, []).append(v)
+        if info.get("final_state") is not None:
+            self.final_state = np.array(info["final_state"][0])
+        for r in info["rejections"][0]:
+            self.rejections[r["code"]] = self.rejections.get(r["code"], 0) + 1
+
+    def finish(self, aborted: bool, reason: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {k: np.asarray(v) for k, v in self.cols.items()}
+        steps = len(self.cols.get("rewards", []))
+        out["states"] = np.stack(self.states)
+        out["images"] = {cam: np.stack(v) for cam, v in self.images.items()}
+        out["final_state"] = getattr(self, "final_state", self.states[-1])
+        success = bool(out["success"][-1]) if steps else False
+        out["meta"] = {
+            "source": self.source,
+            "instruction": self.instruction,
+            "goal": self.goal.tolist(),
+            "aborted": bool(aborted),
+            "reason": reason,
+            "steps": int(out["executed"].sum()) if steps else 0,
+            "decisions": steps,
+            "success": success and not aborted,
+            "return": float(out["rewards"].sum()) if steps else 0.0,
+            "t_start": self.t_start,
+            "t_end": time.time(),
+            "rejections": dict(self.rejections),
+        }
+        out["aborted"] = bool(aborted)
+        return out
+
+
+def env_config_dict(cfg) -> dict[str, Any]:
+    """A ``RealEnvConfig`` as the plain dict ``RealEnvWorker`` takes."""
+    return asdict(cfg)

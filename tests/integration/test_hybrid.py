@@ -1,0 +1,241 @@
+"""The hybrid loop with real processes: franka-sim + ROS 2 nodes + bridge (``robot up --sim``), Ray on
+127.0.0.1, the training job. A fault proxy sits between the learner and the bridge so a test can
+cut the link the way a network does.
+
+1. A short hybrid run: both sources produce episodes, the batch's real share matches
+   ``real_fraction``, no real row is older than the staleness bound, a link cut during a real
+   episode aborts that episode (marked, not trained on) while sim training continues, real episodes
+   resume after the link returns; metrics, wandb (offline), checkpoints, manifest and report exist,
+   and the report renders its plots in headless Chromium.
+2. ``kill -9`` of the training driver leaves the arm holding (deadman) and ``--resume`` continues
+   the run's step count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rlinf_robot.envs.tasks import READY_Q
+from rlinf_robot.paths import REPO_ROOT
+from tests.integration.robot.conftest import RobotUp
+from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+REAL_FRACTION = 0.25
+MAX_STALENESS = 30
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def robot_pc(tmp_path_factory):
+    """The robot PC on franka-sim, homing to the task's start pose; a proxy in front of its bridge."""
+    port = _free_port()
+    raw = yaml.safe_load((REPO_ROOT / "launch" / "config" / "sim_robot.yaml").read_text())
+    for key, block in raw.items():
+        name = key.strip("/").split("/")[-1]
+        if name == "bridge_node":
+            block["ros__parameters"]["endpoint"] = f"tcp://127.0.0.1:{port}"
+        if name == "franka_node":
+            block["ros__parameters"]["home_q"] = READY_Q.tolist()
+        if name == "camera_node":
+            block["ros__parameters"]["rate_hz"] = 5.0
+    config = tmp_path_factory.mktemp("hybrid") / "robot_pc.yaml"
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    up = RobotUp("--sim", "--config", str(config), "--ready-timeout", "600")
+    proxy = TcpProxy(port)
+    try:
+        up.ready(660)
+        yield proxy, f"tcp://127.0.0.1:{port}", up
+    finally:
+        proxy.close()
+        code = up.stop()
+    assert code == 0, up.text()[-3000:]
+
+
+def _overrides(endpoint: str, run_dir: Path, **extra) -> list[str]:
+    base = {
+        "robot": "fr3",
+        "robot.endpoints": f"[{endpoint}]",
+        "robot.names": "[arm0]",
+        "robot.client": "{connect_timeout_s: 30.0}",
+        "hybrid.real_fraction": REAL_FRACTION,
+        "hybrid.max_staleness": MAX_STALENESS,
+        "budget.pretrain_wall_s": 15,
+        "budget.wall_s": 75,
+        "eval.sim_episodes": 16,
+        "eval.arm_episodes": 2,
+        "eval.baseline_arm_episodes": 0,
+        "run.dir": str(run_dir),
+        "run.id": "hybrid",
+        "run.checkpoint_every": 10,
+        "run.progress": True,
+        "sim.num_envs": 8,
+    }
+    base.update(extra)
+    return [f"{k}={v}" for k, v in base.items()]
+
+
+def _rows(run: Path) -> list[dict]:
+    path = run / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _wait(what: str, predicate, timeout: float, diagnostics=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{diagnostics()}")
+
+
+def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_path):
+    from rlinf_robot.orchestrator.buffer import EpisodeStore
+    from rlinf_robot.orchestrator.config import compose
+    from rlinf_robot.orchestrator.job import TrainJob
+
+    proxy, _, up = robot_pc
+    cfg = compose(_overrides(proxy.endpoint, tmp_path))
+    job = TrainJob(cfg)
+    run = job.run_dir
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.setdefault("r", job.run()), daemon=True)
+    thread.start()
+
+    def diag() -> str:
+        rows = _rows(run)
+        return f"last metrics: {rows[-1] if rows else None}\nrobot up: {up.text()[-1500:]}"
+
+    # cut the link in the middle of a real episode (the second one, so one is done already)
+    _wait("a real episode running after the first one",
+          lambda: any(r.get("real:arm0/episodes", 0) >= 1 and r.get("real:arm0/state") == "running"
+                      for r in _rows(run)[-1:]), 300, diag)
+    t_cut = time.time()
+    updates_before = _rows(run)[-1]["update"]
+    proxy.cut()
+    time.sleep(4.0)
+    updates_during = _rows(run)[-1]["update"]
+    proxy.restore()
+    t_restore = time.time()
+    thread.join(600)
+    assert not thread.is_alive(), diag()
+    res = result["r"]
+    assert not res.interrupted
+
+    rows = _rows(run)
+    episodes = EpisodeStore(run / "real_replay").read_all()
+    metas = [e["meta"] for e in episodes]
+    print(f"{len(rows)} updates; real episodes: "
+          f"{[(round(m['t_start'] - t_cut, 1), m['aborted'], m['reason'][:60]) for m in metas]}")
+    # sim training went on during the cut
+    assert updates_during > updates_before, (updates_before, updates_during)
+    # the episode cut by the link is aborted and marked, never a normal ending
+    cut = [m for m in metas if m["t_start"] < t_cut + 1 and m["t_end"] >= t_cut]
+    assert cut and all(m["aborted"] for m in cut), cut
+    assert any(w in cut[0]["reason"].lower() for w in ("link", "timeout", "lost", "lease", "no_state")), cut[0]
+    # real episodes resumed after the link returned
+    after = [m for m in metas if m["t_start"] > t_restore and not m["aborted"]]
+    assert after, metas
+    # the batch's real share matches real_fraction whenever real data was there
+    shares = [r["batch/real_share"] for r in rows if r["phase"] == "train" and r["batch/real_share"] > 0]
+    assert len(shares) >= 5 and all(abs(s - REAL_FRACTION) < 0.02 for s in shares), shares
+    # no real row older than the staleness bound was trained on
+    lags = [r["batch/real_policy_lag"] for r in rows if "batch/real_policy_lag" in r]
+    assert lags and max(lags) <= MAX_STALENESS, lags
+    # both sources are in the metrics with their own counters
+    last = rows[-1]
+    assert last["sim:fr3-reach/env_steps"] > 0 and last["real:arm0/env_steps"] > 0
+    assert 0 < last["real:arm0/utilisation"] <= 1 and last["real:arm0/latency_p50_ms"] > 0
+    # the run dir holds what the issue lists
+    for name in ("config.yaml", "manifest.json", "metrics.jsonl", "report.html", "eval.json"):
+        assert (run / name).exists(), name
+    assert list(run.glob("wandb/offline-run-*")), list(run.iterdir())
+    assert (run / "checkpoints" / "latest").exists()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["git"]["commit"] and manifest["config_hash"] and manifest["packages"]["torch"] != "absent"
+    ev = json.loads((run / "eval.json").read_text())
+    assert ev["sim"]["n"] >= 16 and ev["arm"]["n"] == 2
+    _report_renders(run / "report.html", tmp_path)
+
+
+def _report_renders(report: Path, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is part of make setup (tools/ensure_apt.sh)"
+    out = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'chr'}",
+         "--dump-dom", report.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert 'data-plots="4"' in out.stdout, out.stdout[-500:] + out.stderr[-500:]
+
+
+def _ray_processes() -> list[int]:
+    out = subprocess.run(["pgrep", "-f", "ray::|raylet|gcs_server"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def test_kill_9_of_the_driver_leaves_the_arm_holding_and_resume_continues(robot_pc, tmp_path):
+    from rlinf_robot.bridge import BridgeClient
+    from rlinf_robot.envs.real import Settled
+
+    _, endpoint, up = robot_pc
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "offline"}
+    cmd = [sys.executable, "-m", "rlinf_robot.cli", "train", *_overrides(endpoint, tmp_path, **{
+        "budget.wall_s": 600, "run.checkpoint_every": 3, "run.progress": False})]
+    log = open(tmp_path / "driver.log", "w")
+    driver = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    run = tmp_path / "hybrid"
+    observer = BridgeClient(endpoint=endpoint, connect_timeout_s=30.0).connect()
+    try:
+        observer.subscribe()
+        _wait("a real episode under way and a checkpoint",
+              lambda: (run / "checkpoints" / "latest").exists() and any(
+                  r.get("real:arm0/state") == "running" and r.get("real:arm0/episodes", 0) >= 1
+                  for r in _rows(run)[-1:]), 400, lambda: (tmp_path / "driver.log").read_text()[-2000:])
+        last_update = _rows(run)[-1]["update"]
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and its process group: as a crash would
+        driver.wait(30)
+        # the deadman holds the arm: the lease holder's heartbeats stopped
+        _wait("LINK_LOST or HOLD", lambda: observer.status().state in ("LINK_LOST", "HOLD", "IDLE"), 10)
+        still = observer.observe(timeout=15, predicate=Settled(0.01, window_s=0.5))
+        q0 = np.array(still.joint_pos[:7])
+        time.sleep(1.0)
+        q1 = np.array(observer.observe(timeout=5).joint_pos[:7])
+        assert np.max(np.abs(q1 - q0)) < 3e-3, (q0, q1)
+        _wait("Ray's processes to exit", lambda: not _ray_processes(), 240, lambda: str(_ray_processes()))
+    finally:
+        observer.close()
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        log.close()
+    out = subprocess.run([sys.executable, "-m", "rlinf_robot.cli", "train", "--resume", str(run),
+                          "budget.updates=2", "budget.wall_s=300", "eval.arm_episodes=1", "run.progress=false"],
+                         capture_output=True, text=True, timeout=900, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "resumed hybrid at update" in out.stdout
+    rows = _rows(run)
+    assert rows[-1]["update"] >= last_update + 1, (last_update, rows[-1]["update"])
+    assert rows[-1]["update"] <= last_update + 3  # continued from the last checkpoint, not from zero
