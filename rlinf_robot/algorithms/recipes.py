@@ -13,8 +13,8 @@ held-out episodes (``loops.evaluate``; the eval seed is never a training or demo
 
 The methods are the stack's loops, unchanged: ``PPORecipe`` (``loops.ppo_loop``), ``SFTRecipe``
 (scripted-expert demonstrations with DART noise, ``loops.demos``, then behaviour cloning,
-``loops.sft_loop``) and ``RLPDRecipe`` (SAC with the demonstrations in every batch, ``loops.sac_loop``,
-as HIL-SERL seeds its buffer; optionally after an SFT warm start). Registered recipes and what they
+``loops.sft_loop``) and ``SACRecipe`` (``loops.sac_loop``; with demonstrations in every batch it is
+RLPD, as HIL-SERL seeds its buffer, optionally after an SFT warm start). Registered recipes and what they
 measured on the 2-core machine are in the README ("Policies and algorithms").
 """
 
@@ -89,15 +89,21 @@ class _Clock:
         return time.perf_counter() > self.deadline
 
     def report(self, phase: str) -> Log:
+        """The loops' ``log`` callback: records and forwards each entry, then raises ``_OutOfTime``
+        once the budget is spent (the loops stop between iterations)."""
+
         def callback(stats: dict) -> None:
-            entry = {"phase": phase, **stats, "elapsed_s": round(self.elapsed, 2)}
-            self.history.append(entry)
-            if self.log is not None:
-                self.log(entry)
+            self.note(phase, stats)
             if self.out_of_time():
                 raise _OutOfTime
 
         return callback
+
+    def note(self, phase: str, stats: dict) -> None:
+        entry = {"phase": phase, **stats, "elapsed_s": round(self.elapsed, 2)}
+        self.history.append(entry)
+        if self.log is not None:
+            self.log(entry)
 
     def last(self, phase: str, key: str, default=None):
         for entry in reversed(self.history):
@@ -141,7 +147,9 @@ class Recipe:
             if not (isinstance(value, int) and value >= 1):
                 raise ConfigError(f"recipe {self.name}: {key} must be an int >= 1, got {value!r}")
         if not self.hidden or not all(isinstance(h, int) and h >= 1 for h in self.hidden):
-            raise ConfigError(f"recipe {self.name}: hidden must be positive layer widths, got {self.hidden!r}")
+            raise ConfigError(
+                f"recipe {self.name}: hidden must be positive layer widths, got {self.hidden!r}"
+            )
         if not (isinstance(self.control_hz, (int, float)) and self.control_hz > 0):
             raise ConfigError(f"recipe {self.name}: control_hz must be positive, got {self.control_hz!r}")
 
@@ -248,7 +256,9 @@ def _record(recipe, seed: int):
 
 def _check_demos(recipe) -> None:
     if not (isinstance(recipe.demo_episodes, int) and recipe.demo_episodes >= 1):
-        raise ConfigError(f"recipe {recipe.name}: demo_episodes must be an int >= 1, got {recipe.demo_episodes!r}")
+        raise ConfigError(
+            f"recipe {recipe.name}: demo_episodes must be an int >= 1, got {recipe.demo_episodes!r}"
+        )
     if not 0.0 <= recipe.demo_noise <= 1.0:
         raise ConfigError(f"recipe {recipe.name}: demo_noise must be in [0, 1], got {recipe.demo_noise!r}")
 
@@ -303,45 +313,57 @@ class SFTRecipe(_Demos, Recipe):
         from rlinf_robot.algorithms.loops.sft_loop import train_sft
 
         rollouts = _record(self, seed)
-        clock.report("demos")({"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
+        clock.note("demos", {"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
         env = self.make_env(1)  # specs only
         policy = self.make_policy(env, init_log_std=self.init_log_std)
         env.close()
         stopped = "done"
         try:
-            train_sft(policy, rollouts.demo_set(self.chunk_size), self.sft, seed=seed, log=clock.report("sft"))
+            train_sft(
+                policy, rollouts.demo_set(self.chunk_size), self.sft, seed=seed, log=clock.report("sft")
+            )
         except _OutOfTime:
             stopped = "budget"
         return _Trained(policy, 0, None, rollouts.env_steps, rollouts.success_rate, stopped)
 
 
 @dataclass
-class RLPDRecipe(_Demos, Recipe):
-    """SAC with scripted-expert demonstrations in half of every batch (RLPD, as HIL-SERL seeds its
-    buffer); ``sft_epochs > 0`` first clones the demonstrations into the actor (SFT then RL)."""
+class SACRecipe(_Demos, Recipe):
+    """SAC (``loops.sac_loop.train_sac``) on a tanh-squashed ``mlp``. With ``demo_episodes > 0`` it is
+    RLPD: scripted-expert demonstrations fill half of every batch, as HIL-SERL seeds its buffer, and
+    the state normalizer is fitted to them once; ``sft_epochs > 0`` first clones them into the actor
+    (SFT then RL)."""
 
+    demo_episodes: int = 0
     sac: SACConfig = field(default_factory=SACConfig.rlpd)
+    obs_norm: bool = True
     sft_epochs: int = 0
     target_success: float | None = None  # stop once the last ``window`` training episodes reach it
     window: int = 32
 
     def __post_init__(self):
         super().__post_init__()
-        _check_demos(self)
+        if self.demo_episodes:
+            _check_demos(self)
+        elif self.sft_epochs:
+            raise ConfigError(f"recipe {self.name}: sft_epochs needs demonstrations (demo_episodes >= 1)")
 
     def _train(self, seed: int, clock: _Clock) -> _Trained:
         from rlinf_robot.algorithms.loops.sac_loop import train_sac
         from rlinf_robot.algorithms.loops.sft_loop import train_sft
 
-        rollouts = _record(self, seed)
-        clock.report("demos")({"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
+        rollouts = None
+        if self.demo_episodes:
+            rollouts = _record(self, seed)
+            clock.note("demos", {"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
         env = self.make_env()
-        policy = self.make_policy(env, squash=True, value_head=False)
-        demos = rollouts.replay_buffer(policy, self.chunk_size)
-        # The state normalizer comes from the demonstrations and stays fixed (critics read it too).
-        policy.update_obs_norm(rollouts.obs["state"].flatten(0, 1))
-        stopped = "done"
-        steps, rate = 0, None
+        policy = self.make_policy(env, squash=True, value_head=False, obs_norm=self.obs_norm)
+        demos = None
+        if rollouts is not None:
+            demos = rollouts.replay_buffer(policy, self.chunk_size)
+            # Fitted once to the demonstrations and then fixed: the critics read the same features.
+            policy.update_obs_norm(rollouts.obs["state"].flatten(0, 1))
+        stopped, steps, rate = "done", 0, None
         try:
             if self.sft_epochs:
                 sft = SFTConfig(epochs=self.sft_epochs, batch_size=256, lr=1e-3, loss="l1")
@@ -355,16 +377,18 @@ class RLPDRecipe(_Demos, Recipe):
                 demos=demos,
                 target_success=self.target_success,
                 window=self.window,
-                log=clock.report("rlpd"),
+                log=clock.report("sac"),
             )
             stopped = "target" if res.reached else "steps"
             steps, rate = res.env_steps, res.success_rate
         except _OutOfTime:
             stopped = "budget"
-            steps, rate = clock.last("rlpd", "env_steps", 0), clock.last("rlpd", "success_rate")
+            steps, rate = clock.last("sac", "env_steps", 0), clock.last("sac", "success_rate")
         finally:
             env.close()
-        return _Trained(policy, steps, rate, rollouts.env_steps, rollouts.success_rate, stopped)
+        demo_steps = rollouts.env_steps if rollouts is not None else 0
+        demo_success = rollouts.success_rate if rollouts is not None else None
+        return _Trained(policy, steps, rate, demo_steps, demo_success, stopped)
 
 
 # ---------------------------------------------------------------------------- registry
@@ -391,11 +415,15 @@ def get_recipe(name: str, **overrides: Any) -> Recipe:
     known = {f.name for f in dataclasses.fields(base)}
     unknown = sorted(set(overrides) - known - {"name"})
     if unknown or "name" in overrides:
-        raise ConfigError(f"recipe {name}: cannot override {unknown or ['name']}; fields: {sorted(known - {'name'})}")
+        raise ConfigError(
+            f"recipe {name}: cannot override {unknown or ['name']}; fields: {sorted(known - {'name'})}"
+        )
     return dataclasses.replace(base, **overrides)
 
 
-def run_recipe(name: str, seed: int = 0, budget_s: float = 900.0, log: Log | None = None, **overrides) -> RecipeResult:
+def run_recipe(
+    name: str, seed: int = 0, budget_s: float = 900.0, log: Log | None = None, **overrides
+) -> RecipeResult:
     return get_recipe(name, **overrides).run(seed=seed, budget_s=budget_s, log=log)
 
 
@@ -413,8 +441,28 @@ register_recipe(
     )
 )
 
+#: SAC on reach, as tests/algorithms/test_learning.py runs it (no demonstrations).
+register_recipe(
+    SACRecipe(
+        name="reach_sac",
+        env="mujoco/fr3-reach",
+        num_envs=8,
+        hidden=(128, 128),
+        activation="relu",
+        obs_norm=False,
+        max_env_steps=150_000,
+        sac=SACConfig(
+            learning_starts=1000, critic_hidden=(128, 128), batch_size=128, utd=0.25, gamma=0.95, lr=1e-3
+        ),
+        target_success=0.95,
+        window=32,
+    )
+)
+
 #: Push and lift by behaviour cloning: 128 scripted-expert episodes with DART noise, 10 Hz, scored at
 #: the time limit (the block must still be on the target / in the air when the episode ends).
-_OBJECT_TASKS = dict(num_envs=16, control_hz=10.0, terminate_on_success=False, hidden=(256, 256), activation="relu")
+_OBJECT_TASKS = dict(
+    num_envs=16, control_hz=10.0, terminate_on_success=False, hidden=(256, 256), activation="relu"
+)
 register_recipe(SFTRecipe(name="push_sft", env="mujoco/fr3-push", demo_episodes=128, **_OBJECT_TASKS))
 register_recipe(SFTRecipe(name="lift_sft", env="mujoco/fr3-lift", demo_episodes=128, **_OBJECT_TASKS))
