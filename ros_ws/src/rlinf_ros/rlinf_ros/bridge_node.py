@@ -12,6 +12,8 @@ The bridge itself runs its own I/O thread; this node only moves data between it 
 from __future__ import annotations
 
 import math
+import os
+import sys
 import threading
 import time
 
@@ -203,7 +205,17 @@ def _positive(p: dict, key: str) -> float:
     return float(value)
 
 
+#: GIL switch interval (s). The bridge's I/O thread (observations out, chunks in, the deadman) shares
+#: the interpreter with the executor thread, which converts 200 Hz joint states and camera frames: at
+#: Python's default 5 ms a chunk could wait that long for the GIL before the bridge even saw it.
+SWITCH_INTERVAL_S = 2e-4
+
+
 def main(args=None) -> None:
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    # Fast DDS sends joint_command from the publishing thread (the bridge's I/O thread) instead of
+    # handing each sample to its own writer thread, which a busy machine delays.
+    os.environ.setdefault("RMW_FASTRTPS_PUBLICATION_MODE", "SYNCHRONOUS")
     # Every callback here is short; the blocking service calls happen on the bridge's worker thread.
     raise SystemExit(run_node(BridgeNode, args))
 
