@@ -1,7 +1,9 @@
 """``rlinf-robot`` command line: one subcommand per module in ``rlinf_robot/commands``.
 
-Subcommands are looked up in a registry (name -> module path) and imported only when used, so
-``rlinf-robot robot up`` on a robot PC never imports torch or Ray.
+Subcommands are listed in a registry (name -> module path). Building the parser imports every
+command module (each declares its own arguments and help), so a command module imports only light
+things at module level; what a command needs beyond that (torch, Ray, MuJoCo, franky, rclpy) is
+imported inside its ``run``, and ``rlinf-robot robot up`` on a robot PC never imports torch or Ray.
 """
 
 from __future__ import annotations

@@ -73,6 +73,7 @@ class HybridConfig:
     min_real_episodes: int = 1  # real_only: wait for this many new episodes per update
     real_replay_dir: str = ""  # default: <run>/real_replay (point later jobs at it to reuse it)
     deterministic_real: bool = False  # act on the arm with the policy mean (no exploration)
+    real_noise_scale: float = 0.3  # exploration on the arm: the policy's noise times this
 
 
 @dataclass

@@ -237,7 +237,7 @@ class TrainJob:
             self.groups["real"] = self.scheduler.launch("real", RealEnvWorker, max_concurrency=4, kwargs=dict(
                 endpoint=self.endpoints, env=real_env, policy=cfg.policy.name, policy_kwargs=policy_kwargs,
                 source=self.sources, client=dict(cfg.robot.client), seed=cfg.seed,
-                deterministic=cfg.hybrid.deterministic_real))
+                deterministic=cfg.hybrid.deterministic_real, noise_scale=cfg.hybrid.real_noise_scale))
         objective, objective_cfg = self.settings.objective()
         self.groups["actor"] = self.scheduler.launch("actor", ActorWorker, env=learner_env, kwargs=dict(
             policy=cfg.policy.name,
@@ -249,7 +249,8 @@ class TrainJob:
     def run(self) -> JobResult:
         """Everything, in order; Ctrl-C / SIGTERM end it cleanly (last checkpoint kept)."""
         interrupted = False
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt) if in_main else None
         report = None
         try:
             self.setup()
@@ -265,7 +266,8 @@ class TrainJob:
             interrupted = True
             self._say("interrupted: stopping the arm's episodes, keeping the last checkpoint")
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
             self._stop_progress()
             self._finish_real(interrupted)
             if self.metrics is not None:

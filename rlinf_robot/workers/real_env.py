@@ -47,6 +47,7 @@ class RealEnvWorker(Worker):
         seed: int = 0,
         retry_s: float = 2.0,
         deterministic: bool = False,
+        noise_scale: float = 1.0,
     ):
         super().__init__()
         import torch
@@ -61,6 +62,9 @@ class RealEnvWorker(Worker):
         self.env_cfg = RealEnvConfig.from_dict({**env, "auto_reset": False, "seed": seed + self.rank})
         self.client_cfg = dict(client or {})
         self.deterministic = bool(deterministic)
+        # Exploration on the arm: the policy's Gaussian noise times this (an arm is slower and
+        # costlier to explore than a sim; the behaviour log-prob is of the scaled distribution)
+        self.noise_scale = float(noise_scale)
         action_spec, obs_spec = RealRobotEnv.specs(self.env_cfg)
         torch.manual_seed(int(seed))
         self.policy = policies.make(policy, action_spec=action_spec, obs_spec=obs_spec, **policy_kwargs).eval()
@@ -210,9 +214,17 @@ class RealEnvWorker(Worker):
         with self._torch.inference_mode():
             out = self._acting.predict_action_batch(obs, deterministic=deterministic)
             version = self._acting_version
+            actions, raw = out.actions, out.raw_actions
+            logp = out.log_prob
+            if not deterministic and self.noise_scale != 1.0 and logp is not None:
+                mean = self._acting.predict_action_batch(obs, deterministic=True).raw_actions
+                raw = mean + self.noise_scale * (raw - mean)
+                actions = self._acting.to_env_actions(raw)
+                # density of mean + s * (x - mean): the Gaussian's, shrunk by s in every dimension
+                logp = logp - raw[0].numel() * float(np.log(self.noise_scale))
         value = None if out.value is None else out.value.cpu().numpy()
-        logp = None if out.log_prob is None else out.log_prob.cpu().numpy()
-        return out.actions, out.raw_actions.cpu().numpy(), logp, value, version
+        logp = None if logp is None else logp.cpu().numpy()
+        return actions, raw.cpu().numpy(), logp, value, version
 
     def _episode(self, env, deterministic: bool) -> dict[str, Any]:
         self.state = "resetting"

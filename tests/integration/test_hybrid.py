@@ -32,7 +32,7 @@ from rlinf_robot.paths import REPO_ROOT
 from tests.integration.robot.conftest import RobotUp
 from tests.support.tcp_proxy import TcpProxy
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 REAL_FRACTION = 0.25
 MAX_STALENESS = 30
 
