@@ -40,7 +40,11 @@ class ArmBackend(Protocol):
         """Send one absolute, already-checked target to the arm."""
 
     def hold(self) -> None:
-        """Stay where you are now (zero velocity / current-joint target): deadman, lease loss."""
+        """Smooth, non-latching stop (deadman, lease loss, a step refused or without arm state):
+        brake to where the running motion can come to rest without reversing
+        (``rlinf_robot.robot.franka.braking``), never back to the measured joints, which lie behind
+        a moving arm. The next ``apply`` moves the arm again. Starts the brake and returns; it does
+        not wait for the arm to stop."""
 
     def stop(self) -> None:
         """E-stop: halt now. The server latches and refuses motion until ``reset``."""
@@ -70,7 +74,7 @@ class KinematicArm:
         self._q = np.array(HOME_Q if q0 is None else q0, dtype=np.float64)
         self._qd = np.zeros(7)
         self._gripper = 0.04
-        self._pose = tcp_pose(self._q)  # cached: FK only when the arm moves
+        self._pose: np.ndarray | None = None  # FK of _q, computed when observed after a move
         self.images = dict(images or {})
         self.instruction = instruction
         self.stale: list[str] = []
@@ -85,6 +89,8 @@ class KinematicArm:
 
     def observe(self) -> Observation | None:
         with self._lock:
+            if self._pose is None:
+                self._pose = tcp_pose(self._q)
             q, qd, g, pose = self._q.copy(), self._qd.copy(), self._gripper, self._pose
         now = time.monotonic_ns()
         return Observation(
@@ -106,7 +112,7 @@ class KinematicArm:
                 self._q = np.array(action.target, dtype=np.float64)
             else:
                 self._q = solve_ik(action.target, self._q).q
-            self._pose = tcp_pose(self._q)
+            self._pose = None
             if action.gripper is not None:
                 self._gripper = float(action.gripper)
             self._record("apply", action)
@@ -123,7 +129,7 @@ class KinematicArm:
         with self._lock:
             if name == "home":
                 self._q = HOME_Q.copy()
-                self._pose = tcp_pose(self._q)
+                self._pose = None
             self._record(name, dict(args))
         return f"{name} done"
 
