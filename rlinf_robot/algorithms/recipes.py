@@ -223,8 +223,41 @@ class Recipe:
             log({"phase": "eval", "eval_success": success, "eval_s": round(result.eval_s, 2)})
         return result
 
+    def random_success(self, seed: int = 0) -> float:
+        """A uniform random policy's success on the same held-out episodes: the floor to clear."""
+        from rlinf_robot.algorithms.loops.evaluate import evaluate
+
+        env = self.make_env(self.eval_envs)
+        try:
+            return evaluate(
+                env, _UniformPolicy(env.action_spec, seed), self.eval_episodes, seed=self.eval_seed
+            )
+        finally:
+            env.close()
+
     def _train(self, seed: int, clock: _Clock) -> _Trained:
         raise NotImplementedError
+
+
+class _UniformPolicy:
+    """Actions drawn uniformly within the env's bounds, one step at a time."""
+
+    chunk_size = 1
+
+    def __init__(self, action_spec, seed: int = 0):
+        import numpy as np
+
+        self.spec, self.rng = action_spec, np.random.default_rng(seed)
+
+    def predict_action_batch(self, obs: dict, deterministic: bool = True):
+        import numpy as np
+        import torch
+
+        from policies.base import PolicyOutput
+
+        shape = (len(obs["state"]), 1, self.spec.shape[0])
+        a = self.rng.uniform(self.spec.low, self.spec.high, shape).astype(np.float32)
+        return PolicyOutput(a, torch.as_tensor(a))
 
 
 @dataclass

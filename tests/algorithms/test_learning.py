@@ -11,7 +11,6 @@ each next to a random policy's success on the same held-out episodes.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -127,22 +126,6 @@ def test_tiny_vla_sft_then_grpo_beats_sft_alone():
     assert rl_success > sft_success
 
 
-class RandomPolicy:
-    """Uniform random actions within the env's bounds: the floor a learned policy must clear."""
-
-    chunk_size = 1
-
-    def __init__(self, action_spec, seed: int = 0):
-        self.spec, self.rng = action_spec, np.random.default_rng(seed)
-
-    def predict_action_batch(self, obs, deterministic: bool = True):
-        from policies.base import PolicyOutput
-
-        n = len(obs["state"])
-        a = self.rng.uniform(self.spec.low, self.spec.high, (n, 1, self.spec.shape[0])).astype(np.float32)
-        return PolicyOutput(a, torch.as_tensor(a))
-
-
 #: The CI budget of each recipe (the full ones, in benchmarks/learn_tasks.py, record 128 demos:
 #: push 0.97-0.98, lift 1.00) and the success it must reach on the recipe's 64 held-out episodes.
 CI_RUNS = {
@@ -153,19 +136,12 @@ CI_RUNS = {
 
 @pytest.mark.parametrize("name", sorted(CI_RUNS))
 def test_recipe_learns_object_task_on_a_ci_budget(name):
-    from rlinf_robot.algorithms.loops.evaluate import evaluate
     from rlinf_robot.algorithms.recipes import get_recipe
 
     overrides, threshold = CI_RUNS[name]
     recipe = get_recipe(name, **overrides)
     res = recipe.run(seed=0, budget_s=600)  # a minute or less on an idle machine
-    env = recipe.make_env(recipe.eval_envs)
-    try:
-        random_success = evaluate(
-            env, RandomPolicy(env.action_spec), recipe.eval_episodes, seed=recipe.eval_seed
-        )
-    finally:
-        env.close()
+    random_success = recipe.random_success()  # uniform random actions, same held-out episodes
     print(f"{res.summary()}; random policy {random_success:.2f}")
     assert res.demo_success == 1.0, res
     assert random_success < 0.1 <= threshold

@@ -1,0 +1,70 @@
+"""Push and lift learned on the embedded MuJoCo tasks, each within a 15-minute wall-time budget.
+
+Runs the registered recipes (``rlinf_robot.algorithms.recipes``; default ``push_sft`` and
+``lift_sft``) in full, one after the other, with one torch thread, and prints for each: the learner's
+env steps, the scripted expert's recorded steps, wall time (demos + training, up to the final
+evaluation), training success where training episodes ran, and the deterministic success over the
+recipe's 64 held-out episodes, beside a uniform random policy's success on the same episodes.
+Not part of the test suite (tests/algorithms/test_learning.py runs the same recipes on a CI budget).
+
+The goal (issue 16): >= 80 % deterministic success on every task within 15 minutes. The last line is
+machine-readable: RESULT learn_tasks ours=<worst success> peer=0.80 ratio=<ours/peer> goal=>=1
+(a run that went over its budget counts as 0).
+
+    python benchmarks/learn_tasks.py                       # push_sft, lift_sft, seed 0
+    python benchmarks/learn_tasks.py --recipes reach_ppo push_sft --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+
+GOAL = 0.80
+
+
+def main() -> None:
+    import torch
+
+    from rlinf_robot.algorithms.recipes import available_recipes, get_recipe
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipes", nargs="+", default=["push_sft", "lift_sft"], choices=available_recipes())
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--budget", type=float, default=900.0, help="wall-time budget per run, s")
+    parser.add_argument("--verbose", action="store_true", help="print every logged training entry")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    rows, worst = [], 1.0
+    for name in args.recipes:
+        recipe = get_recipe(name)
+        random_success = recipe.random_success()
+        for seed in args.seeds:
+            res = recipe.run(seed=seed, budget_s=args.budget, log=print if args.verbose else None)
+            print(f"{res.summary()}; random policy {random_success:.2f}", flush=True)
+            within = res.wall_s <= args.budget
+            worst = min(worst, res.eval_success if within else 0.0)
+            rows.append((res, random_success))
+
+    print()
+    print(
+        f"{'recipe':<10} {'env':<17} seed {'env steps':>9} {'expert':>7} {'wall s':>7} {'train':>6} "
+        f"{'eval':>5} {'random':>6}"
+    )
+    for res, random_success in rows:
+        train = "-" if res.train_success is None else f"{res.train_success:.2f}"
+        print(
+            f"{res.recipe:<10} {res.env:<17} {res.seed:>4} {res.env_steps:>9} {res.demo_env_steps:>7} "
+            f"{res.wall_s:>7.0f} {train:>6} {res.eval_success:>5.2f} {random_success:>6.2f}"
+        )
+    print(f"RESULT learn_tasks ours={worst:.2f} peer={GOAL:.2f} ratio={worst / GOAL:.2f} goal=>=1")
+
+
+if __name__ == "__main__":
+    main()

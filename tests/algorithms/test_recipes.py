@@ -1,0 +1,88 @@
+"""Recipes and expert recording, fast: the registry, DART-noised demonstrations as SFT chunks and RLPD
+transitions, and one tiny recipe run end to end (the learning itself: test_learning.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import policies
+from rlinf_robot.algorithms.loops.demos import record_expert
+from rlinf_robot.algorithms.loops.sft_loop import SFTConfig
+from rlinf_robot.algorithms.recipes import (
+    PPORecipe,
+    SACRecipe,
+    SFTRecipe,
+    available_recipes,
+    get_recipe,
+    register_recipe,
+)
+from rlinf_robot.errors import ConfigError
+from tests.algorithms.point_env import PointReachEnv
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+def test_registry_gives_fresh_typed_copies_and_names_what_is_wrong():
+    assert {"reach_ppo", "reach_sac", "push_sft", "lift_sft"} <= set(available_recipes())
+    reach = get_recipe("reach_ppo")
+    assert isinstance(reach, PPORecipe) and reach.hidden == (64, 64) and reach.num_envs == 16
+    assert (reach.ppo.num_steps, reach.ppo.lr, reach.ppo.gamma) == (16, 1e-3, 0.95)
+    assert reach.terminate_on_success is False
+    reach.ppo.lr = 0.5  # a copy: the registered recipe is untouched
+    assert get_recipe("reach_ppo").ppo.lr == 1e-3
+    push = get_recipe("push_sft", demo_episodes=8)
+    assert isinstance(push, SFTRecipe) and push.demo_episodes == 8 and push.env == "mujoco/fr3-push"
+    with pytest.raises(ConfigError, match="known: .*push_sft"):
+        get_recipe("push_ppo2")
+    with pytest.raises(ConfigError, match="demo_episodez"):
+        get_recipe("push_sft", demo_episodez=8)
+    with pytest.raises(ConfigError, match="num_envs"):
+        get_recipe("push_sft", num_envs=0)
+    with pytest.raises(ConfigError, match="demo_noise"):
+        get_recipe("lift_sft", demo_noise=2.0)
+    with pytest.raises(ConfigError, match="sft_epochs needs demonstrations"):
+        SACRecipe(name="x", sft_epochs=5)
+    with pytest.raises(ValueError, match="taken"):
+        register_recipe(get_recipe("reach_sac"))
+
+
+def test_dart_demos_label_the_expert_and_store_what_was_executed():
+    env = PointReachEnv(4, max_steps=6, seed=0)
+    rec = record_expert(env, lambda o: env.expert_actions(), episodes=8, seed=0, noise=0.2)
+    assert rec.episodes >= 8 and rec.env_steps == rec.dones.size
+    assert not np.allclose(rec.labels, rec.executed)  # noise went into the env, not into the labels
+    assert np.all(rec.executed >= env.action_spec.low) and np.all(rec.executed <= env.action_spec.high)
+    sft = rec.demo_set(chunk_size=2)
+    assert len(sft) == rec.kept_steps and sft.actions.shape[1:] == (2, 6)
+    kept = rec.keep.reshape(-1)
+    np.testing.assert_array_equal(sft.actions[:, 0].numpy(), rec.labels.reshape(-1, 6)[kept])
+    # transitions: executed rows (normalized), the summed reward of the chunk, the state after it
+    pol = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, chunk_size=2, squash=True)
+    buf = rec.replay_buffer(pol, chunk_size=2)
+    t, n = np.argwhere(rec.keep[:-1] & (rec.episode[:-1] == rec.episode[1:]))[0]
+    data = buf.sample(len(buf) * 20, torch.Generator().manual_seed(0))
+    row = np.flatnonzero(np.all(np.isclose(data["state"].numpy(), rec.obs["state"][t, n].numpy()), axis=1))[0]
+    want = pol.normalize_actions(rec.executed[t : t + 2, n]).flatten().numpy()
+    np.testing.assert_allclose(data["action"][row].numpy(), want, atol=1e-6)
+    assert data["reward"][row].item() == pytest.approx(rec.rewards[t : t + 2, n].sum(), rel=1e-5)
+    np.testing.assert_allclose(data["next_state"][row].numpy(), rec.next_state[t + 1, n])
+    with pytest.raises(ValueError, match="chunk_size"):
+        rec.replay_buffer(pol, chunk_size=3)
+
+
+def test_a_tiny_recipe_runs_end_to_end_and_stops_at_its_budget():
+    pytest.importorskip("mujoco")
+    tiny = dict(demo_episodes=1, demo_envs=4, eval_episodes=4, eval_envs=4, sft=SFTConfig(epochs=2))
+    res = get_recipe("push_sft", **tiny).run(seed=0, budget_s=600)
+    assert res.stopped == "done" and res.demo_success == 1.0 and res.env_steps == 0
+    assert res.demo_env_steps == 4 * 60 and res.eval_episodes == 4 and 0.0 <= res.eval_success <= 1.0
+    assert [e["phase"] for e in res.history] == ["demos", "sft", "sft"]
+    late = get_recipe("push_sft", **tiny).run(seed=1, budget_s=1e-3)  # spent while recording
+    assert late.stopped == "budget" and [e["phase"] for e in late.history] == ["demos", "sft"]
+    with pytest.raises(ConfigError, match="eval seed"):
+        get_recipe("push_sft", **tiny).run(seed=999)
