@@ -45,6 +45,7 @@ from rlinf_robot.protocol import (
     decode,
     encode,
 )
+from rlinf_robot.protocol.codec import peek_type
 
 log = logging.getLogger(__name__)
 OBS_HOPS = ("obs_captured", "obs_sent", "obs_received")
@@ -66,6 +67,7 @@ class BridgeClient:
         self.errors: deque[Error] = deque(maxlen=256)  # asynchronous errors (dropped chunks, ...)
         self.last_status: Status | None = None  # the newest unsolicited status (deadman, e-stop)
         self.heartbeat_rtt = LatencyHistogram(1024)
+        self.skipped_observations = 0  # received behind a newer one, so never decoded
         self._seq = itertools.count(1)
         self._latest: Observation | None = None
         self._returned_seq = -1
@@ -325,19 +327,25 @@ class BridgeClient:
         sock = self._sock
         if not self._poller.poll(timeout_ms):
             return
+        batch: list[tuple[list, int, bool]] = []  # (frames, receive time, is an observation)
         while True:
             frames = recv_frames(sock)
             if frames is None:
-                return
-            t_rx = time.time_ns()
+                break
+            batch.append((frames, time.time_ns(), peek_type(frames[0]) == "observation"))
+            if not more_queued(sock):
+                break
+        newest_obs = max((i for i, b in enumerate(batch) if b[2]), default=-1)
+        for i, (frames, t_rx, is_obs) in enumerate(batch):
+            if is_obs and i < newest_obs:
+                self.skipped_observations += 1  # a newer one is right behind it: only the newest is kept
+                continue
             try:
                 msg = decode(frames, self.config.max_message_bytes)
             except ProtocolError as e:
                 log.warning("undecodable message from the robot: %s", e)
             else:
                 self._route(msg, t_rx)
-            if not more_queued(sock):
-                return
 
     def _route(self, msg, t_rx: int) -> None:
         if isinstance(msg, Observation):

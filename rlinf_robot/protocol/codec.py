@@ -181,6 +181,15 @@ def _decode(views: list[memoryview], total: int, max_bytes: int) -> Message:
     return msg
 
 
+def peek_type(header: Any) -> str | None:
+    """The ``type`` of a message from its header frame alone (None if it has none), without
+    decoding the rest: lets a receiver skip an observation that a newer one already replaces."""
+    try:
+        return _envelope_decoder.decode(_as_buffer(header)).type
+    except (msgspec.DecodeError, msgspec.ValidationError, ProtocolError):
+        return None
+
+
 class _SeqOnly(msgspec.Struct):
     seq: int
 
