@@ -202,3 +202,13 @@ def test_observe_times_out_with_a_typed_error(make_server, make_client):
     client.observe(timeout=5)
     with pytest.raises(BridgeTimeout):  # the next one is 0.5 s away
         client.observe(timeout=0.2)
+
+
+def test_a_learner_that_fell_behind_gets_the_newest_observation_and_decodes_only_it(server, client):
+    first = client.observe(timeout=5)
+    time.sleep(0.3)  # ~30 observations queue up at 100 Hz
+    newest = client.observe(timeout=5)
+    assert newest.seq >= first.seq + 10
+    assert client.skipped_observations >= 5  # received behind a newer one: never decoded
+    st = client.status()
+    assert newest.seq >= st.counters["obs_published"] - 5
