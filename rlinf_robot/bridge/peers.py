@@ -7,9 +7,11 @@ one client id; the lease belongs to the client, not to a socket.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 HB_SUFFIX = "#hb"  # routing-id suffix of a client's heartbeat socket
+MAX_BACKLOG = 16  # replies kept for a peer that reads too slowly; older ones are lost (and counted)
 
 
 @dataclass
@@ -19,6 +21,8 @@ class Peer:
     key: str
     last_seen_ns: int
     subscribed: bool = False
+    #: replies (encoded) its socket had no room for: sent before any further observation to it
+    backlog: deque = field(default_factory=lambda: deque(maxlen=MAX_BACKLOG))
 
 
 def is_heartbeat_socket(identity: bytes) -> bool:

@@ -220,6 +220,7 @@ class BridgeServer:
                     self._drain()
                 now = time.monotonic_ns()
                 finish_backend_command(self._commands)
+                self._flush_backlogs()
                 self._check_deadman(now)
                 self._run_steps(time.monotonic_ns())
                 if publishing and now >= self._next_obs_ns:
@@ -421,8 +422,8 @@ class BridgeServer:
         obs.hops = {**obs.hops, "obs_sent": time.time_ns()}
         frames = encode(obs)
         for peer in subscribers:
-            if not self._send_frames(peer.identity, frames):
-                self._count("obs_dropped")
+            if peer.backlog or not self._send_frames(peer.identity, frames):
+                self._count("obs_dropped")  # replies it is owed go first; an observation is soon stale
         self.latency.record(obs.hops)  # bookkeeping after the send: it is not on the path
         self._count("obs_published")
 
@@ -443,7 +444,34 @@ class BridgeServer:
         self._send(identity, Error(code=e.code, message=str(e), field=e.field or "", ref_seq=e.ref_seq))
 
     def _send(self, identity: bytes, msg) -> bool:
-        return self._send_frames(identity, encode(msg))
+        """Send a status or error. When the peer's queue is full (a subscriber that stopped reading
+        has it filled with observations) the reply is kept and sent once there is room, ahead of
+        any further observation: ZeroMQ would drop it, and the client would wait for it in vain."""
+        frames = encode(msg)
+        peer = self._peers.get(identity)
+        if peer is not None and peer.backlog:
+            self._keep(peer)
+            peer.backlog.append(frames)
+            return True
+        if self._send_frames(identity, frames):
+            return True
+        if peer is None:
+            return False
+        self._keep(peer)
+        peer.backlog.append(frames)
+        return True
+
+    def _keep(self, peer: Peer) -> None:
+        if len(peer.backlog) == peer.backlog.maxlen:
+            self._count("replies_lost")
+        self._count("replies_delayed")
+
+    def _flush_backlogs(self) -> None:
+        for peer in list(self._peers.values()):
+            while peer.backlog:
+                if not self._send_frames(peer.identity, peer.backlog[0]):
+                    break
+                peer.backlog.popleft()
 
     def _send_frames(self, identity: bytes, frames: list) -> bool:
         try:

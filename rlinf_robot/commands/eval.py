@@ -7,7 +7,7 @@ another arm. Results go to ``runs/<id>/eval-<time>.json``.
 
 from __future__ import annotations
 
-HELP = "evaluate a run's checkpoint on sim and/or the arm (success with a 95 % CI)"
+HELP = "evaluate a run's checkpoint on sim and/or the arm (success with a 95 %% CI)"
 
 
 def add_arguments(parser) -> None:

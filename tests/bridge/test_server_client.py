@@ -210,3 +210,4 @@ def test_a_learner_that_fell_behind_gets_the_newest_observation_and_decodes_only
     newest = client.observe(timeout=5)
     assert newest.seq >= first.seq + 10
     assert client.skipped_observations >= 5  # received behind a newer one: never decoded
+

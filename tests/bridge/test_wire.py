@@ -504,3 +504,28 @@ def test_curve_an_unknown_key_gets_nothing_and_is_counted(make_server, wire, key
         assert list(c.inbox) == []  # no handshake: not even an error comes back
     assert status(alice)["lease_holder"] == ""
     until(lambda: status(alice)["counters"].get("unauthorized", 0) >= 1, 5, "the refusal counted")
+
+
+def test_a_reply_is_not_lost_behind_unread_observations(make_server, wire):
+    """A subscriber that stops reading fills its queues with observations; ZeroMQ's ROUTER then
+    drops what does not fit, so the reply to its next command was lost and the client waited in
+    vain (seen as "no reply to 'status'" after a learner left a subscription unread for minutes).
+    The server keeps such a reply and sends it ahead of any further observation."""
+    rng = np.random.default_rng(1)
+    server = make_server(KinematicArm(images={"front": rng.integers(0, 255, (240, 320, 3), np.uint8)}),
+                         obs_rate_hz=100.0, send_hwm=2)
+    c = wire(server, "slow", heartbeat_s=0.05)
+    c.sock.close(0)  # a data socket that queues two messages at most (set before it connects)
+    sock = c.ctx.socket(zmq.DEALER)
+    sock.linger, sock.rcvhwm, sock.routing_id = 0, 2, b"slow"
+    sock.connect(server.endpoint)
+    c.sock = sock
+    assert c.command("subscribe")["type"] == "status"
+    time.sleep(3.0)  # 23 MB/s of observations unread: the queues and the socket buffers fill up
+    seq = c.send({"type": "command", "name": "status", "args": {}})
+    time.sleep(0.5)  # the reply is due while everything is still full
+    reply = c.wait(lambda m: m.get("ref_seq") == seq, 30, "the status reply")
+    assert reply["type"] == "status", reply
+    counters = status(c)["counters"]
+    assert counters["replies_delayed"] >= 1 and counters["obs_dropped"] > 0, counters
+    assert counters.get("replies_lost", 0) == 0, counters

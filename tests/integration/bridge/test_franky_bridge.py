@@ -69,6 +69,7 @@ def test_real_robot_env_moves_the_arm_to_a_target_pose(bridge):
     goal = home_tcp[:3] + np.array([0.06, 0.05, -0.08])
     cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="fr3-reach",
                         task_options={"goal": goal.tolist(), "success_radius": 0.005}, max_episode_steps=80,
+                        start_from_task=False,
                         auto_reset=False)
     client = BridgeClient(endpoint=bridge.endpoint).connect()
     env = RealRobotEnv(client, cfg)
