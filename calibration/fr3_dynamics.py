@@ -149,8 +149,9 @@ def apply_params(model, params: DynamicsParams, arm_dofs: np.ndarray, payload_bo
 def reality_gap_params(assets: Path | None = None) -> DynamicsParams:
     """A deliberately different FR3 for tests and demos: the "real" arm franka-sim serves.
 
-    Damping far above the model's (30 N m s/rad on the big joints, the gap measured in
-    docs/DESIGN), 1.5x the dry friction, 1.3x the rotor inertia and a 1.5 kg payload.
+    Damping far above the model's 0.21 N m s/rad (30 on joints 1-4, 5 on the wrist; franka-sim
+    serves it through ``FR3_JOINT_DAMPING``), 1.5x the dry friction, 1.3x the rotor inertia and a
+    1.5 kg payload (both through the variant MJCF).
     """
     nom = nominal_params(assets)
     return nom.replace(

@@ -6,9 +6,11 @@ from which data (hash), how long it stays valid, and the result itself (``payloa
 ``<kind>-<UTC timestamp>-<data hash prefix>``, so a training run can name the exact calibration
 it used, and re-running a calibration on new data adds a version instead of replacing one.
 
-``CalibrationStore.require`` is what a real-arm ``train``/``eval`` calls before it starts: it
-returns the ids of valid records (for the run manifest) or raises ``CalibrationInvalid``
-naming what is missing, expired or out of bounds - unless forced.
+``CalibrationStore.require`` is the check a real-arm run is meant to make before it starts: it
+returns the ids of valid records (for the run manifest's ``calibration_ids``) or raises
+``CalibrationInvalid`` naming what is missing, expired or out of bounds - unless forced. Nothing
+calls it yet: ``TrainJob`` writes an empty ``calibration_ids``; ``rlinf-robot doctor`` shows
+the store's state (``status_lines``).
 
 Pure stdlib + numpy: importable on a robot PC and by ``rlinf-robot doctor`` without OpenCV.
 """

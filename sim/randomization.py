@@ -155,14 +155,14 @@ class DomainRandomization:
     joint_armature: ParamRange | None = ParamRange(0.9, 1.1)
     payload_mass: ParamRange | None = None  # absolute kg added to the hand
     object_mass: ParamRange | None = ParamRange(0.8, 1.25)
-    object_friction: ParamRange | None = ParamRange(0.7, 1.3)
+    object_friction: ParamRange | None = ParamRange(0.7, 1.3)  # x sliding friction of every contact of the object
     actuator_gain: ParamRange | None = ParamRange(0.9, 1.1)
     obs_noise_std: float = 0.002  # Gaussian noise added to the state vector every step
     action_delay_steps: tuple[int, int] = (0, 1)  # control ticks, drawn per episode, inclusive
     control_jitter: float = 0.1  # +-fraction of physics substeps per control tick, drawn per tick
     camera_pos_std: float = 0.01  # m
     camera_rot_std: float = 0.03  # rad
-    light_range: tuple[float, float] = (0.6, 1.0)  # diffuse intensity
+    light_range: tuple[float, float] | None = (0.6, 1.0)  # diffuse intensity of the scene's lights; None: nominal
     color_jitter: float = 0.1  # +- on rgb of table and objects
 
     def __post_init__(self):
@@ -178,18 +178,19 @@ class DomainRandomization:
         if not 0 <= lo <= hi <= 10:
             raise ConfigError(f"randomization.action_delay_steps needs 0 <= lo <= hi <= 10, got {(lo, hi)}")
         object.__setattr__(self, "action_delay_steps", (lo, hi))
-        llo, lhi = (float(x) for x in self.light_range)
-        if not 0 <= llo <= lhi <= 1:
-            raise ConfigError(f"randomization.light_range needs 0 <= lo <= hi <= 1, got {(llo, lhi)}")
-        object.__setattr__(self, "light_range", (llo, lhi))
+        if self.light_range is not None:
+            llo, lhi = (float(x) for x in self.light_range)
+            if not 0 <= llo <= lhi <= 1:
+                raise ConfigError(f"randomization.light_range needs 0 <= lo <= hi <= 1, got {(llo, lhi)}")
+            object.__setattr__(self, "light_range", (llo, lhi))
 
     # ------------------------------------------------------------ constructors
     @classmethod
     def off(cls) -> DomainRandomization:
-        """Nothing varies: nominal model, no noise, no delay, no jitter."""
+        """Nothing varies: nominal model, lights, colours and cameras, no noise, no delay, no jitter."""
         none = dict.fromkeys(_RANGE_FIELDS)
         return cls(**none, obs_noise_std=0.0, action_delay_steps=(0, 0), control_jitter=0.0,
-                   camera_pos_std=0.0, camera_rot_std=0.0, light_range=(1.0, 1.0), color_jitter=0.0)
+                   camera_pos_std=0.0, camera_rot_std=0.0, light_range=None, color_jitter=0.0)
 
     @classmethod
     def from_dict(cls, raw: dict) -> DomainRandomization:
@@ -244,7 +245,10 @@ class DomainRandomization:
         out["action_delay_steps"] = np.array(rng.integers(lo, hi + 1))
         out["camera_pos"] = rng.normal(0.0, 1.0, 3) * self.camera_pos_std
         out["camera_rot"] = rng.normal(0.0, 1.0, 3) * self.camera_rot_std
-        out["light"] = np.array(rng.uniform(*self.light_range))
+        u = rng.random()  # always consumed, as for the ranges above
+        if self.light_range is not None:
+            lo, hi = self.light_range
+            out["light"] = np.array(lo + (hi - lo) * u)
         out["color"] = rng.uniform(-1.0, 1.0, 3) * self.color_jitter
         return out
 

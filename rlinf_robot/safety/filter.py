@@ -1,11 +1,18 @@
 """The safety filter: every command to the arm passes here first.
 
 ``check(action, state)`` turns a policy's action into an *absolute* target the arm may execute
-(``joint_position`` or ``ee_target``), or refuses it with a reason. Order of checks:
-shape -> finite -> limits (reject absolute targets outside joint limits, clamp deltas) -> step size
-(scale the move down to what one control tick may do) -> workspace box on the TCP (reject or clamp,
-per mode, configurable) -> gripper range. Every decision is counted, so diagnostics can show how
-often a policy is being corrected.
+(``joint_position`` or ``ee_target``), or refuses it with a reason. ``state`` is the reference: a
+delta is added to it and the step is measured from it, and the caller chooses it. ``FrankaArm``
+passes its *commanded* joints (``q_d``), not the measured ones; the bridge resolves delta chunks
+itself (``safety.deltas``: each row relative to the previous row's target, row 0 to the last
+commanded one) and checks each row's target with ``check_target``.
+
+Order of checks: shape -> finite -> joint limits (joint modes: reject an absolute target outside
+them, clamp a delta's; an EE target's joints are checked after IK, by ``robot.franka.goals``) ->
+workspace box on the target's TCP, for modes whose policy is ``reject`` -> step size (scale the
+move down to what one control tick may do) -> workspace box on the scaled move (clamp it into the
+box) -> gripper range. Every decision is counted, so diagnostics can show how often a policy is
+being corrected.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ _BISECTION_STEPS = 14
 
 @dataclass(frozen=True)
 class RobotState:
-    """What the filter needs to know about the arm now."""
+    """The reference a command is checked against: deltas start here, the step is measured from
+    here (``FrankaArm``: the commanded joints; the bridge, for absolute rows: the arm's state)."""
 
     joint_pos: np.ndarray
     ee_pose: np.ndarray | None = None  # [7] x y z qw qx qy qz; computed by FK when absent

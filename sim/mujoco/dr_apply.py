@@ -2,6 +2,16 @@
 
 Every value is set from the *nominal* model (captured once), never from the previous episode's,
 so episodes do not drift and an env reset with the same params is bit-identical.
+
+Two parameters need more than their own field, because of how MuJoCo combines values:
+
+* ``object_friction``: a contact's sliding friction is the *larger* of its two geoms' (equal
+  priorities), so scaling the object's geom alone would do nothing below 1 wherever its partner is
+  at least as rough (the push block and the table are both 0.4). The object's geom and every geom
+  it can touch (table, arm, fingers) are scaled together: each contact of the object gets ``s``
+  times its nominal friction.
+* ``color``: a geom with a material and the default rgba is drawn in the material's colour; the
+  jitter is added to that colour (the table's brown), not to the default grey it would replace.
 """
 
 from __future__ import annotations
@@ -14,6 +24,9 @@ from rlinf_robot.robot.franka.model import JOINT_NAMES
 from rlinf_robot.rotations import quat_from_rotvec, quat_multiply
 from sim.mujoco.scene import ARM_BODIES
 
+#: MuJoCo's default geom rgba: a geom with a material and this rgba is drawn in the material's colour.
+_DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
+
 
 @dataclass
 class Nominal:
@@ -24,7 +37,9 @@ class Nominal:
     hand_id: int
     object_body: int  # -1 when the task has no object
     object_geom: int
+    object_partners: np.ndarray  # the object's geom and every geom it can collide with
     tinted_geoms: np.ndarray
+    tint_rgba: np.ndarray  # their colour as drawn: the material's where the geom rgba is the default
     cam_ids: np.ndarray
     model_fields: dict[str, np.ndarray]
 
@@ -40,6 +55,18 @@ class Nominal:
         obj = bid("object")
         obj_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "object_geom")
         tinted = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "table")] + ([obj_geom] if obj_geom >= 0 else [])
+        tint = model.geom_rgba[tinted].copy()
+        for k, g in enumerate(tinted):
+            mat = model.geom_matid[g]
+            if mat >= 0 and np.allclose(model.geom_rgba[g], _DEFAULT_RGBA):
+                tint[k] = model.mat_rgba[mat]
+        partners = []
+        if obj_geom >= 0:
+            ct, ca, body = model.geom_contype, model.geom_conaffinity, model.geom_bodyid
+            partners = [obj_geom] + [
+                g for g in range(model.ngeom)
+                if body[g] != body[obj_geom] and ((ct[g] & ca[obj_geom]) or (ct[obj_geom] & ca[g]))
+            ]
         fields = {
             "body_mass": model.body_mass.copy(),
             "body_inertia": model.body_inertia.copy(),
@@ -54,7 +81,8 @@ class Nominal:
             "cam_quat": model.cam_quat.copy(),
             "light_diffuse": model.light_diffuse.copy(),
         }
-        return cls(link_ids, dof_ids, bid("hand"), obj, obj_geom, np.array(tinted), np.arange(model.ncam), fields)
+        return cls(link_ids, dof_ids, bid("hand"), obj, obj_geom, np.array(partners, np.int64), np.array(tinted),
+                   tint, np.arange(model.ncam), fields)
 
     def restore(self, model) -> None:
         for name, value in self.model_fields.items():
@@ -86,13 +114,15 @@ def apply(model, nominal: Nominal, params: dict[str, np.ndarray]) -> None:
             s = float(params["object_mass"][0])
             model.body_mass[nominal.object_body] = nf["body_mass"][nominal.object_body] * s
             model.body_inertia[nominal.object_body] = nf["body_inertia"][nominal.object_body] * s
-        if "object_friction" in params:
-            model.geom_friction[nominal.object_geom, 0] = nf["geom_friction"][nominal.object_geom, 0] * float(
-                params["object_friction"][0]
-            )
+        if "object_friction" in params:  # sliding friction of the object and its partners (module docstring)
+            geoms = nominal.object_partners
+            model.geom_friction[geoms, 0] = nf["geom_friction"][geoms, 0] * float(params["object_friction"][0])
     model.cam_pos[:] = nf["cam_pos"] + params["camera_pos"]
     dq = quat_from_rotvec(params["camera_rot"])
     model.cam_quat[nominal.cam_ids] = quat_multiply(dq, nf["cam_quat"][nominal.cam_ids])
-    model.light_diffuse[:] = float(params["light"])
-    rgb = np.clip(nf["geom_rgba"][nominal.tinted_geoms, :3] + params["color"], 0.0, 1.0)
-    model.geom_rgba[nominal.tinted_geoms, :3] = rgb
+    if "light" in params:
+        model.light_diffuse[:] = float(params["light"])
+    if np.any(params["color"] != 0):
+        rgb = np.clip(nominal.tint_rgba[:, :3] + params["color"], 0.0, 1.0)
+        model.geom_rgba[nominal.tinted_geoms, :3] = rgb
+        model.geom_rgba[nominal.tinted_geoms, 3] = nominal.tint_rgba[:, 3]

@@ -76,8 +76,3 @@ def sysid_fit(real_arm, tmp_path_factory):
 
     return fit_dynamics([real_arm.fit], tmp_path_factory.mktemp("sysid-model"))
 
-
-def assert_within(value, truth, rel, what):
-    value, truth = np.asarray(value), np.asarray(truth)
-    err = np.abs(value - truth) / np.abs(truth)
-    assert np.all(err <= rel), f"{what}: {np.round(value, 3).tolist()} vs true {np.round(truth, 3).tolist()}"

@@ -1,15 +1,17 @@
-"""System identification against franka-sim serving a deliberately different FR3 (the "real" arm).
+"""System identification against franka-sim serving a deliberately different FR3.
 
-Recorded through franky with a sum-of-sines excitation inside the safety limits, replayed in the
-MuJoCo FR3, fitted; then the fit goes into the store and into ``sim.make`` as domain randomization.
+The "real" arm here is franka-sim (the MuJoCo FR3 behind the real libfranka protocol), not a
+physical FR3: it serves ``calibration.fr3_dynamics.reality_gap_params()`` (damping 30 / 5 where
+the model has 0.21, 1.5x dry friction, 1.3x armature, a 1.5 kg payload), so the true parameters
+are known. Recorded through franky with a sum-of-sines excitation inside the safety limits,
+replayed in the MuJoCo FR3, fitted; then the fit goes into the store and into ``sim.make`` as
+domain randomization.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from tests.calibration.conftest import assert_within
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,19 +43,52 @@ def test_guard_stops_an_excitation_that_leaves_the_workspace_box(real_arm):
     assert np.all(tcp >= limits.workspace_min) and np.all(tcp <= limits.workspace_max)
 
 
-def test_fit_shrinks_the_residual_and_finds_the_true_parameters(real_arm, sysid_fit):
-    truth = real_arm.truth
-    res = sysid_fit
-    assert res.residual_before > 5 * res.residual_after, (res.residual_before, res.residual_after)
-    assert res.improvement >= 5
-    assert_within(res.params.joint_damping, truth.joint_damping, 0.05, "damping")
-    assert_within(res.params.joint_frictionloss, truth.joint_frictionloss, 0.10, "frictionloss")
-    assert_within(res.params.payload_mass, truth.payload_mass, 0.2, "payload")
-    # Armature is the least visible parameter: it must be near, and its std must say how near.
-    arm_err = np.abs(res.params.joint_armature - truth.joint_armature)
-    assert np.all(arm_err <= np.maximum(3 * res.std["joint_armature"], 0.3 * truth.joint_armature)), arm_err
+#: What the fit must achieve against franka-sim (README, "System identification"). Measured on six
+#: recordings of the test's plan (2-core machine, other jobs running), worst joint of each run:
+#: damping 0.4-1.0 %, dry friction 1.4-4.5 % (joint 7, the least friction, is the noisiest),
+#: payload 0.01-0.07 kg, armature 10-52 % off; every parameter within 1.4 of its reported std;
+#: residual 1.5-3.8 -> 0.013-0.024 mrad RMS (78-270x). The bounds leave a margin of about 1.5-2x
+#: on the worst run. More refinement iterations do not tighten them (the residual is at
+#: franka-sim's timing-noise floor).
+DAMPING_REL = 0.02
+FRICTION_REL = 0.08
+PAYLOAD_KG = 0.1
+N_STD = 2.0  # every fitted parameter within this many of its reported standard deviations
+RESIDUAL_AFTER = 0.05e-3  # rad RMS
+IMPROVEMENT = 30.0
+
+
+def fit_errors(res, truth) -> dict[str, np.ndarray]:
+    """Per parameter group: relative error, absolute error, and error in reported stds."""
+    from calibration.fr3_dynamics import PARAM_KEYS
+
+    out = {}
+    for key in PARAM_KEYS:  # a group left out of the fit keeps its nominal value and no std
+        err = np.abs(getattr(res.params, key) - getattr(truth, key))
+        std = res.std.get(key, np.zeros_like(err))
+        out[key] = (err / np.abs(getattr(truth, key)), err, np.divide(err, std, out=np.full_like(err, np.inf), where=std > 0))
+    return out
+
+
+def assert_fit_as_documented(res, truth) -> None:
+    errors = fit_errors(res, truth)
+    shown = {k: [np.round(100 * e[0], 2).tolist(), np.round(e[2], 2).tolist()] for k, e in errors.items()}
+    assert res.residual_after < RESIDUAL_AFTER and res.improvement >= IMPROVEMENT, (
+        res.residual_before, res.residual_after)
+    assert np.all(errors["joint_damping"][0] <= DAMPING_REL), shown
+    assert np.all(errors["joint_frictionloss"][0] <= FRICTION_REL), shown
+    assert errors["payload_mass"][1][0] <= PAYLOAD_KG, shown
+    # Armature is the least visible parameter (10-50 % off): its std must say so. Every group's
+    # truth lies inside mean +- N_STD std, the range DomainRandomization.from_sysid(n_sigma=2) draws.
+    for key, (_, _, in_std) in errors.items():
+        assert np.all(in_std <= N_STD), (key, shown)
     for key in res.fitted_keys:
         assert np.all(np.isfinite(res.std[key])) and np.all(res.std[key] > 0)
+
+
+def test_fit_shrinks_the_residual_and_finds_the_true_parameters(real_arm, sysid_fit):
+    assert sysid_fit.fitted_keys == ("joint_damping", "joint_frictionloss", "joint_armature", "payload_mass")
+    assert_fit_as_documented(sysid_fit, real_arm.truth)
 
 
 def test_fit_goes_into_the_store_with_an_id_training_can_name(sysid_fit, tmp_path):

@@ -3,8 +3,10 @@
 A *goal* is the latest accepted command. Absolute goals (``joint_position``, ``ee_target``) are
 re-checked every control tick against the arm's commanded position, so the safety filter's
 per-tick step limit turns one far target into a smooth approach; deltas are resolved once, when
-they arrive, into the absolute target they mean. A goal stops being executed the moment it is
-older than the deadman or older than the last e-stop.
+they arrive, into the absolute target they mean: added to the commanded position (``q_d``, where
+franky's motion generator is), not to the measured one, as ``safety.deltas`` anchors the bridge's
+delta chunks at the last commanded target. A goal stops being executed the moment it is older than
+the deadman or older than the last e-stop.
 
 A resolved delta is *one-shot*: the filter bounded it to one step when it arrived, so once its
 target is handed to the arm the goal ends and the arm finishes that step on its own. The deadman

@@ -1,4 +1,10 @@
-"""``FrankyLink``: the only module that talks to franky (and through it, libfranka).
+"""``FrankyLink``: ``FrankaArm``'s connection to franky (and through it, libfranka).
+
+``FrankaArm`` reaches franky's ``Robot`` only through this class. It is not the only module that
+imports franky: so do the Franka Hand worker (``robot/franka/gripper.py``, ``franky.Gripper``), the
+ROS-free bridge backend (``bridge/franky_backend.py``) and the system-identification recording
+(``calibration/excitation.py``); ``robot/franka/braking.py`` reads a connected ``franky.Robot``
+handed to it.
 
 It turns franky's exceptions into our typed errors — ``ReflexError`` for control/reflex/planner
 errors the arm can recover from, ``LinkLost`` for a dead network link — so the driver above it
