@@ -625,6 +625,8 @@ class TrainJob:
     def _stop_progress(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+            if self.progress.shown:
+                self.progress.save_svg(self.run_dir / "progress.svg")
             self.progress = None
 
     def _show(self, row: dict[str, Any]) -> None:

@@ -43,6 +43,22 @@ class Progress:
             self.live.stop()
             self.live = None
 
+    @property
+    def shown(self) -> bool:
+        """Whether any update has been displayed."""
+        return self._state is not None
+
+    def save_svg(self, path) -> None:
+        """The display as it stands, drawn to an SVG file (the run dir's ``progress.svg``): what the
+        terminal showed last, kept for the report and for people reading a log without one."""
+        import io
+
+        from rich.console import Console
+
+        console = Console(record=True, width=118, file=io.StringIO(), force_terminal=True)
+        console.print(self._render())
+        console.save_svg(str(path), title="rlinf-robot train")
+
     def say(self, line: str) -> None:
         if self.live is not None:
             self.live.console.print(line)
