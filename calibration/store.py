@@ -18,9 +18,10 @@ Pure stdlib + numpy: importable on a robot PC and by ``rlinf-robot doctor`` with
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -69,24 +70,41 @@ class CalibrationRecord:
     schema: int = SCHEMA_VERSION
 
     def __post_init__(self):
+        for name in ("kind", "robot_serial", "camera_serial", "method", "data_hash", "created", "id", "notes"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"calibration {name} must be a string, got {getattr(self, name)!r}")
+        for name in ("residuals", "bounds", "payload"):
+            if not isinstance(getattr(self, name), dict):
+                raise ConfigError(f"calibration {name} must be a mapping, got {getattr(self, name)!r}")
         if self.kind not in KINDS:
             raise ConfigError(f"calibration kind {self.kind!r} not in {KINDS}")
         if not re.fullmatch(r"[0-9a-f]{4,64}", self.data_hash or ""):
             raise ConfigError(f"calibration data_hash must be hex, got {self.data_hash!r}")
         for k, v in self.residuals.items():
-            if not isinstance(v, (int, float)) or v != v or v < 0:
+            if not _number(v) or v != v or v < 0:
                 raise ConfigError(f"calibration residual {k!r} must be a number >= 0, got {v!r}")
         created = self.created or _now().strftime("%Y-%m-%dT%H:%M:%SZ")
         self.created = created
+        try:
+            _ = self.created_at
+        except ValueError:
+            raise ConfigError(f"calibration created must be UTC like 2030-01-01T00:00:00Z, got {created!r}") from None
+        if self.valid_days is not None and not _number(self.valid_days):
+            raise ConfigError(f"calibration valid_days must be a number of days, got {self.valid_days!r}")
         self.valid_days = float(self.valid_days or DEFAULT_VALID_DAYS[self.kind])
         if not 0 < self.valid_days <= 3650:
             raise ConfigError(f"calibration valid_days must be in (0, 3650], got {self.valid_days}")
         self.bounds = dict(self.bounds or DEFAULT_BOUNDS[self.kind])
+        for k, v in self.bounds.items():
+            if not _number(v) or not 0 <= v < math.inf:
+                raise ConfigError(f"calibration bound {k!r} must be a finite number >= 0, got {v!r}")
         if not self.id:
             stamp = self.created_at.strftime("%Y%m%dT%H%M%SZ")
             self.id = f"{self.kind}-{stamp}-{self.data_hash[:8]}"
-        if not _ID.match(self.id):
-            raise ConfigError(f"calibration id {self.id!r} is malformed")
+        if not _ID.match(self.id) or not self.id.startswith(f"{self.kind}-"):
+            raise ConfigError(f"calibration id {self.id!r} is malformed (expected {self.kind}-<UTC stamp>-<hash>)")
+        if not isinstance(self.schema, int) or isinstance(self.schema, bool) or not 1 <= self.schema <= SCHEMA_VERSION:
+            raise ConfigError(f"calibration schema must be an integer in [1, {SCHEMA_VERSION}], got {self.schema!r}")
 
     @property
     def created_at(self) -> datetime:
@@ -113,16 +131,28 @@ class CalibrationRecord:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> CalibrationRecord:
-        raw = json.loads(text)
+    def from_json(cls, text: str | bytes) -> CalibrationRecord:
+        """A record from a file's contents. Anything wrong with it (not UTF-8, not JSON, a key
+        missing, unknown or of the wrong type, a bad value) is one ``ConfigError`` naming it."""
+        try:
+            raw = json.loads(text)
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"calibration record is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except (ValueError, RecursionError) as e:  # json.JSONDecodeError is a ValueError
+            raise ConfigError(f"calibration record is not valid JSON: {e}") from None
         if not isinstance(raw, dict):
             raise ConfigError("calibration record must be a JSON object")
-        if raw.get("schema", SCHEMA_VERSION) > SCHEMA_VERSION:
-            raise ConfigError(f"calibration record schema {raw['schema']} is newer than {SCHEMA_VERSION}")
+        schema = raw.get("schema", SCHEMA_VERSION)
+        if _number(schema) and schema > SCHEMA_VERSION:
+            raise ConfigError(f"calibration record schema {schema} is newer than {SCHEMA_VERSION}")
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ConfigError(f"calibration record has unknown key(s) {unknown}")
+        missing = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+                   and f.name not in raw]
+        if missing:
+            raise ConfigError(f"calibration record lacks required key(s) {missing}")
         return cls(**raw)
 
 
@@ -147,7 +177,7 @@ class CalibrationStore:
         path = self.root / kind / f"{record_id}.json"
         if kind not in KINDS or not path.exists():
             raise CalibrationInvalid(f"no calibration {record_id!r} in {self.root}")
-        return CalibrationRecord.from_json(path.read_text())
+        return read_record(path)
 
     def list(self, kind: str | None = None) -> list[CalibrationRecord]:
         """Records, oldest first; unreadable files are skipped (``doctor`` reports them)."""
@@ -155,8 +185,8 @@ class CalibrationStore:
         for k in (kind,) if kind else KINDS:
             for path in sorted((self.root / k).glob("*.json")):
                 try:
-                    out.append(CalibrationRecord.from_json(path.read_text()))
-                except (ConfigError, json.JSONDecodeError, TypeError):
+                    out.append(read_record(path))
+                except ConfigError:
                     continue
         return sorted(out, key=lambda r: (r.created, r.id))
 
@@ -212,9 +242,27 @@ def status_lines(store: CalibrationStore, now: datetime | None = None) -> list[t
     return lines
 
 
+def read_record(path: Path) -> CalibrationRecord:
+    """The record in ``path``, which must be ``<kind>/<its id>.json``; ``ConfigError`` naming the
+    file and what is wrong with it otherwise (unreadable, corrupted, or another record's file)."""
+    try:
+        rec = CalibrationRecord.from_json(Path(path).read_bytes())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    if path.name != f"{rec.id}.json" or path.parent.name != rec.kind:
+        raise ConfigError(f"{path}: holds record {rec.id!r} of kind {rec.kind!r}, not the one its name says")
+    return rec
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _readable(path: Path) -> bool:
     try:
-        CalibrationRecord.from_json(path.read_text())
+        read_record(path)
         return True
-    except (ConfigError, json.JSONDecodeError, TypeError, OSError):
+    except ConfigError:
         return False

@@ -3,8 +3,10 @@
 Starts the same processes as ``launch/robot.launch.py`` / ``launch/sim_robot.launch.py`` from the
 same YAML: the franka-sim service (``--sim``), then every node of the YAML as its installed
 executable; configures and activates the lifecycle nodes, prints a ready line, restarts a node
-that crashes, and stops everything on SIGINT/SIGTERM. Exits non-zero, saying which process and
-why, when something cannot start.
+that crashes, and stops everything on SIGINT/SIGTERM: each process, in reverse start order, gets
+the signal ``robot up`` got (then SIGTERM, then SIGKILL if it does not stop). Exits 0 once every
+process stopped cleanly on that signal; non-zero, saying which process and why, when something
+cannot start or did not stop cleanly.
 """
 
 from __future__ import annotations
@@ -50,9 +52,11 @@ def run(args) -> int:
 
     normal_scheduling()  # a supervisor started from a real-time thread must not pass that on
     config = args.config or CONFIGS[bool(args.sim)]
-    halt = threading.Event()
+    halt = _Halt()
 
     def on_signal(signum, frame):
+        if not halt.is_set():
+            halt.signum = signum
         halt.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -63,7 +67,13 @@ def run(args) -> int:
             signal.signal(sig, handler)
 
 
-def _up(args, config: Path, halt: threading.Event) -> int:
+class _Halt(threading.Event):
+    """Set by SIGINT/SIGTERM; ``signum`` is the first signal, which the children get in turn."""
+
+    signum: int = signal.SIGINT
+
+
+def _up(args, config: Path, halt: _Halt) -> int:
     from rlinf_robot.robot.bringup.plan import make_plan
     from rlinf_robot.robot.bringup.ros_env import install_env
     from rlinf_robot.robot.bringup.supervisor import StartError, Supervisor
@@ -94,14 +104,20 @@ def _up(args, config: Path, halt: threading.Event) -> int:
                     _activate(lifecycle, child, args.ready_timeout, halt)
                 print(f"robot up: {child.name} running again (pid {child.pid})", flush=True)
         print("robot up: stopping", flush=True)
-        return 0
     except StartError as exc:
         print(f"robot up: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
-        supervisor.stop_all()
+        unclean = supervisor.stop_all(first=halt.signum)
         if lifecycle is not None:
             lifecycle.close()
+    # Only an orderly stop gets here: every process must have stopped on its first signal, cleanly.
+    for line in unclean:
+        print(f"robot up: {line}", file=sys.stderr, flush=True)
+    if unclean:
+        return 1
+    print("robot up: stopped", flush=True)
+    return 0
 
 
 def _lifecycle():

@@ -83,6 +83,7 @@ def make_plan(
     install_dir = Path(install_dir or default_install_dir())
     ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
     children: list[ChildSpec] = []
+    blocks = node_blocks(config)  # first: a missing or unreadable file is a ConfigError, not a traceback
     if sim:
         sim_service.sim_options(config)  # validate now, not after the nodes started
         children.append(
@@ -92,7 +93,7 @@ def make_plan(
                 ready_line=sim_service.READY_LINE,
             )
         )
-    for name in node_blocks(config):
+    for name in blocks:
         spec = NODES.get(name, NodeSpec(name))
         exe = executable(spec.package, spec.executable, install_dir)
         if not exe.exists():

@@ -24,6 +24,10 @@ _LIBC = ctypes.CDLL("libc.so.6", use_errno=True)  # loaded before any fork
 _PR_SET_PDEATHSIG = 1
 
 
+#: A child killed by the stop signal itself this soon after its start was still loading (s).
+STARTING_S = 5.0
+
+
 class StartError(RuntimeError):
     """A child could not be started (or gave up restarting); the message says which and why."""
 
@@ -43,6 +47,7 @@ class Child:
         self.ready = threading.Event()
         self.restarts: deque[float] = deque()
         self._reader: threading.Thread | None = None
+        self.started = 0.0
 
     @property
     def name(self) -> str:
@@ -56,6 +61,7 @@ class Child:
         self.ready.clear()
         if self.spec.ready_line is None:
             self.ready.set()
+        self.started = time.monotonic()
         try:
             self.proc = subprocess.Popen(
                 self.spec.argv,
@@ -93,14 +99,23 @@ class Child:
             f"; its last output:\n{lines}" if lines else ""
         )
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGINT (a ROS node's clean shutdown), then SIGTERM, then SIGKILL, to the child's group."""
+    def stop(self, timeout_s: float = 10.0, first: int = signal.SIGINT) -> str | None:
+        """``first`` (SIGINT: a ROS node's clean shutdown; or SIGTERM), then SIGTERM, then SIGKILL,
+        to the child's group.
+
+        Returns ``None`` when the child stopped cleanly on the first signal with exit code 0 (or was
+        not running), else what happened instead ("exit 1 on SIGINT", "needed SIGKILL", ...)."""
         proc = self.proc
-        if proc is None:
-            return
-        for sig, wait in ((signal.SIGINT, timeout_s), (signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        if proc is None or proc.poll() is not None:
+            return None
+        first = signal.Signals(first)
+        steps = [(first, timeout_s)] + [(s, w) for s, w in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)) if s != first]
+        escalated = None
+        for sig, wait in steps:
             if proc.poll() is not None:
                 break
+            if sig != first:
+                escalated = sig.name
             try:
                 os.killpg(proc.pid, sig)
             except ProcessLookupError:
@@ -115,6 +130,15 @@ class Child:
             pass
         if self._reader is not None:
             self._reader.join(timeout=2.0)
+        code = proc.poll()
+        if code == -first and time.monotonic() - self.started < STARTING_S and escalated is None:
+            # killed by the signal's default action: it came before the process (still loading
+            # Python modules) had installed its handlers, so there was nothing to release yet
+            print(f"robot up: {self.name} stopped while still starting", file=self.out, flush=True)
+            return None
+        if escalated is not None:
+            return f"did not stop on {first.name} within {timeout_s:g} s, needed {escalated} (exit {code})"
+        return None if code == 0 else f"exit {code} on {first.name}"
 
 
 class Supervisor:
@@ -176,6 +200,13 @@ class Supervisor:
             restarted.append(child)
         return restarted
 
-    def stop_all(self) -> None:
+    def stop_all(self, first: int = signal.SIGINT) -> list[str]:
+        """Stop the children in reverse start order (the bridge before the arm driver before
+        franka-sim), each with ``first`` (``robot up`` passes on the signal it got); returns one
+        ``"<name>: <what>"`` per child that did not stop cleanly."""
+        unclean = []
         for child in reversed(self.children):
-            child.stop()
+            what = child.stop(first=first)
+            if what is not None:
+                unclean.append(f"{child.name}: {what}")
+        return unclean

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +16,8 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
+from rclpy.signals import SignalHandlerOptions
+from rclpy.task import Future
 
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.robot.sched import normal_scheduling
@@ -24,7 +29,16 @@ LATEST = QoSProfile(depth=1)
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
-    """Create the node, spin it until SIGINT/SIGTERM (rclpy handles both), then release it cleanly.
+    """Create the node, spin it until SIGINT/SIGTERM, then stop it in order and return 0.
+
+    The order is the point: the node is released first (``franka_node`` holds the arm and stops its
+    control loop, ``bridge_node`` stops the bridge, ``camera_node`` closes its camera) while its ROS
+    context still works, then the executor stops and the context is shut down. rclpy's own signal
+    handlers shut the context down first, from inside the signal, so a thread of ours that publishes
+    (the arm's control loop, the bridge's I/O thread) raised ``RCLError`` in the window before the
+    release. So rclpy installs none here: a signal is turned into a future the executor waits on
+    (``signal.set_wakeup_fd`` plus a thread that completes it, so the executor wakes at once even
+    while it waits for DDS). A second signal during the stop is ignored.
 
     One executor thread: every callback of our nodes is short, and services that wait for the arm
     run on ``side_services`` threads (rclpy's MultiThreadedExecutor falls behind at 200 Hz).
@@ -34,27 +48,82 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     """
     logging.basicConfig(level=logging.INFO, format="[%(created).3f] [%(name)s] %(levelname)s: %(message)s")
     normal_scheduling()  # before rclpy/DDS create their threads (see rlinf_robot.robot.sched)
-    rclpy.init(args=args if args is not None else sys.argv)
-    executor = SingleThreadedExecutor()
-    node = None
+    stop = _StopOnSignal()
+    node = executor = None
     code = 0
     try:
+        rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+        executor = SingleThreadedExecutor()
         node = factory()
         executor.add_node(node)
-        executor.spin()
+        executor.spin_until_future_complete(stop.future)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr, flush=True)
         code = 1
     finally:
-        if node is not None and hasattr(node, "release"):
-            node.release()
-        executor.shutdown()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+        try:
+            if node is not None and hasattr(node, "release"):
+                node.release()
+            if executor is not None:
+                executor.shutdown()
+            if node is not None:
+                node.destroy_node()
+        finally:
+            rclpy.try_shutdown()
+            stop.close()
     return code
+
+
+class _StopOnSignal:
+    """SIGINT/SIGTERM -> ``future`` done (with the signal number), from a helper thread.
+
+    Python runs a signal handler only when the main thread is back in the interpreter, and the main
+    thread sits in the executor's wait; ``set_wakeup_fd`` writes the signal number to a pipe from
+    the C-level handler at once, and the helper thread reading it completes the future, which wakes
+    the executor. The Python-level handlers only keep SIGINT from raising ``KeyboardInterrupt`` in
+    the middle of a callback and SIGTERM from ending the process without the release."""
+
+    def __init__(self) -> None:
+        self.future = Future()
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._write_fd, False)
+        self._previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self._previous_wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, name="stop-on-signal", daemon=True).start()
+        import rlinf_ros
+
+        if rlinf_ros.EARLY_SIGNALS:  # it came while the node's modules were still loading
+            self._set(rlinf_ros.EARLY_SIGNALS[0])
+
+    def _on_signal(self, signum, frame) -> None:
+        self._set(signum)  # (the helper thread has normally done it already)
+
+    def _watch(self) -> None:
+        try:
+            data = os.read(self._read_fd, 1)
+        except OSError:
+            return
+        if data:
+            self._set(data[0])
+
+    def _set(self, signum: int) -> None:
+        if not self.future.done():
+            try:
+                self.future.set_result(signum)
+            except Exception:  # completed by the other path at the same moment
+                pass
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous_wakeup)
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        for fd in (self._write_fd, self._read_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def declare(node: Node, defaults: dict[str, Any]) -> dict[str, Any]:

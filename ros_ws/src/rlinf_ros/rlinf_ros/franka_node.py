@@ -21,7 +21,9 @@ import dataclasses
 import math
 import os
 import sys
+import time
 
+import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import SetParametersResult
@@ -122,11 +124,20 @@ class FrankaNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def release(self) -> None:
-        """Stop streaming and disconnect (also on SIGINT/SIGTERM, from ``run_node``)."""
+        """Hold the arm, stop streaming and disconnect (also on SIGINT/SIGTERM, from ``run_node``,
+        while the ROS context still works). A moving arm brakes to where it can stop (never driven
+        back) and is left at rest before the control loop ends."""
         self._active = False
         arm, self.arm = self.arm, None
-        if arm is not None:
-            arm.disconnect()
+        if arm is None:
+            return
+        if arm.state is ArmState.ACTIVE:
+            ok, why = arm.hold("node shutting down")
+            if ok:
+                _wait_at_rest(arm, RELEASE_REST_TIMEOUT_S)
+            else:
+                self.get_logger().warning(f"hold before disconnect failed: {why}")
+        arm.disconnect()
 
     def destroy_node(self) -> None:
         for side in self._side:
@@ -251,6 +262,21 @@ class FrankaNode(LifecycleNode):
             if p.name in self.params:
                 self.params[p.name] = p.value
         return SetParametersResult(successful=True)
+
+
+#: How long ``release`` waits for a braking arm to come to rest before it disconnects (s).
+RELEASE_REST_TIMEOUT_S = 2.0
+_REST_RAD_S = 1e-3
+
+
+def _wait_at_rest(arm: FrankaArm, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        obs = arm.observation
+        if obs is None or float(np.max(np.abs(obs.dq))) < _REST_RAD_S:
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def _fmt(value) -> str:
