@@ -22,7 +22,9 @@ def run(args) -> int:
     from rlinf_robot.errors import ConfigError
     from rlinf_robot.orchestrator.config import compose
     from rlinf_robot.orchestrator.job import TrainJob
+    from rlinf_robot.orchestrator.metrics import own_wandb_service
 
+    own_wandb_service()
     try:
         cfg = compose(list(args.overrides), config_name="demo")
     except ConfigError as e:

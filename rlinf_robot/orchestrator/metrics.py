@@ -24,6 +24,14 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def own_wandb_service() -> None:
+    """Let this process start a wandb service of its own instead of joining the one a parent left in
+    ``WANDB_SERVICE`` (wandb exports it to children). A training driver killed with -9 leaves an
+    inherited service running with its run still open, and ``train --resume`` of that run is then
+    refused ("run ID ... is in use"); a service the driver started dies with it."""
+    os.environ.pop("WANDB_SERVICE", None)
+
+
 class MetricsLog:
     def __init__(self, run_dir: Path, config: dict[str, Any], mode: str = "offline", name: str = "",
                  resume: bool = False, append: bool = True):
