@@ -93,6 +93,7 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
         )
         self._last_sent: np.ndarray | None = None
         self._braking = False  # the last motion sent is a brake (see Holding._keep_braking)
+        self._motion_running = False  # franky ran a motion at this tick's poll (see GoalTracking)
         self._last_read_t: float | None = None
         self._last_connect_try = -math.inf
         self._last_recovery_try = -math.inf
@@ -250,7 +251,12 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
         if not verdict:
             return False, f"home refused ({verdict.reason}): {verdict.detail}"
         if not self._home_done.wait(timeout_s):
-            return False, f"home not reached within {timeout_s:g} s (state {self.state.value})"
+            r = self._obs
+            return False, (
+                f"home not reached within {timeout_s:g} s (state {self.state.value}; max |q - home| "
+                f"{np.max(np.abs(r.q - self._home_q)):.4f} rad, |q_d - home| {np.max(np.abs(r.q_d - self._home_q)):.2e}, "
+                f"tolerance {self.config.home_tolerance:g}; motion running: {self._motion_running})"
+            )
         if self._home_outcome != "homed":
             return False, f"homing ended before home ({self._home_outcome}); the arm is {self.state.value}"
         return True, "at home"
@@ -312,7 +318,7 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
         state = self.faults.state
 
         def check_motion() -> None:
-            self.link.poll()
+            self._motion_running = self.link.poll()
             if reading.mode == "Reflex" and state not in (ArmState.REFLEX, ArmState.RECOVERING):
                 raise ReflexError("the controller reports robot mode Reflex")
 
