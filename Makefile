@@ -26,7 +26,7 @@ help:
 	@echo "make bench  - run every benchmark in benchmarks/ (each ends with a RESULT line)"
 	@echo "make lint   - ruff"
 
-setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/franka-sim $(FR3_WRAPPER) $(STAMPS)/ros_ws
+setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/franka-sim $(FR3_WRAPPER) $(STAMPS)/ros_ws $(STAMPS)/lerobot-reader
 
 $(STAMPS)/apt: Makefile
 	@bash tools/ensure_apt.sh $(APT_PACKAGES)
@@ -43,6 +43,12 @@ $(STAMPS)/franka-sim: tools/install_franka_sim.sh
 $(FR3_WRAPPER): $(STAMPS)/venv $(STAMPS)/franka-sim
 	@$(PY) -c "from rlinf_robot.robot.franka.mjcf import write_fr3_wrapper; print('FR3 MJCF wrapper:', write_fr3_wrapper())"
 	@touch $@
+
+# LeRobot's own dataset reader, apart from .venv (it pins an older torch): tests/data check that it
+# loads the datasets we record (~30 s once).
+$(STAMPS)/lerobot-reader: $(STAMPS)/venv tools/lerobot_reader_venv.sh
+	@PYTHON=$(PYTHON) bash tools/lerobot_reader_venv.sh build/lerobot-venv $(VENV)
+	@mkdir -p $(STAMPS) && touch $@
 
 # colcon build of the ROS 2 workspace (only once the package exists).
 $(STAMPS)/ros_ws: $(STAMPS)/venv $(ROS_SRC)

@@ -102,6 +102,9 @@ class RunConfig:
     progress: bool = True
     report: bool = True
     learner_nice: int = 5  # with a local robot PC: the learner's workers run at this niceness
+    #: Write every real episode (training and evaluation) as a LeRobot v3.0 dataset in
+    #: <run>/datasets/<robot>/ (docs/training.md, "Recorded datasets")
+    record_real: bool = True
 
 
 @dataclass

@@ -237,7 +237,8 @@ class TrainJob:
             self.groups["real"] = self.scheduler.launch("real", RealEnvWorker, max_concurrency=4, kwargs=dict(
                 endpoint=self.endpoints, env=real_env, policy=cfg.policy.name, policy_kwargs=policy_kwargs,
                 source=self.sources, client=dict(cfg.robot.client), seed=cfg.seed,
-                deterministic=cfg.hybrid.deterministic_real, noise_scale=cfg.hybrid.real_noise_scale))
+                deterministic=cfg.hybrid.deterministic_real, noise_scale=cfg.hybrid.real_noise_scale,
+                record_dir=str(self.run_dir / "datasets") if cfg.run.record_real else ""))
         objective, objective_cfg = self.settings.objective()
         self.groups["actor"] = self.scheduler.launch("actor", ActorWorker, env=learner_env, kwargs=dict(
             policy=cfg.policy.name,

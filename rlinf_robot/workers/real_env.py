@@ -15,6 +15,11 @@ the rest of the job carries on with sim.
 
 Utilisation is the share of wall time the arm spent executing policy actions (inside
 ``step``/``chunk_step``), not resetting, reconnecting or waiting.
+
+With ``record_dir`` every finished episode, training and evaluation alike, is also committed to a
+LeRobot v3.0 dataset in ``<record_dir>/<robot>/`` (``rlinf_robot.data.recorder``) as it ends;
+aborted episodes are recorded too, marked ``aborted`` (with the reason) in ``meta/episodes``.
+A failed write is logged and counted (``record_errors``), never stops the arm.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class RealEnvWorker(Worker):
         retry_s: float = 2.0,
         deterministic: bool = False,
         noise_scale: float = 1.0,
+        record_dir: str = "",
     ):
         super().__init__()
         import torch
@@ -87,6 +93,17 @@ class RealEnvWorker(Worker):
         self.arm_seconds = 0.0
         self.counts = {"episodes": 0, "aborted": 0, "steps": 0, "reconnects": 0}
         self.latency_ms: list[float] = []  # per step: chunk sent -> its end observed
+        self._recorder = None
+        self._kind = "train"  # what the episodes now running are recorded as (train | eval)
+        self.record_errors = 0
+        if record_dir:
+            from pathlib import Path
+
+            from rlinf_robot.data.recorder import RealEpisodeRecorder
+
+            robot = self.source.split(":", 1)[-1]
+            self._recorder = RealEpisodeRecorder(Path(record_dir) / robot, action_spec, obs_spec,
+                                                 self.env_cfg.control_hz, task=self.env_cfg.task)
 
     def weights_module(self) -> Any:
         return self.policy
@@ -137,6 +154,8 @@ class RealEnvWorker(Worker):
             "wall_s": wall,
             "last_error": self.last_error,
             "latency_p50_ms": float(np.median(lat)) if lat.size else float("nan"),
+            "recorded": self._recorder.recorded if self._recorder is not None else 0,
+            "record_errors": self.record_errors,
             **self.counts,
         }
 
@@ -148,16 +167,19 @@ class RealEnvWorker(Worker):
         if self._thread is not None and self._thread.is_alive():
             raise RuntimeError("stop() the training episodes before evaluating on the arm")
         out: list[dict[str, Any]] = []
+        self._kind = "eval"
         deadline = time.monotonic() + timeout_s
         while len(out) < episodes and time.monotonic() < deadline and not self._halt.is_set():
             try:
                 env = self._connect()
                 out.append(self._episode(env, deterministic))
+                self._record(out[-1], "eval")
             except Exception as e:  # a lost link during eval: reconnect and go on
                 if type(e).__name__ not in _LINK_ERRORS:
                     raise
                 self._lost(e)
                 self._halt.wait(self.retry_s)
+        self._kind = "train"
         self._close_env()
         return out
 
@@ -254,7 +276,17 @@ class RealEnvWorker(Worker):
         reason = "; ".join(r["message"] for r in result[4]["rejections"][0]) if aborted else ""
         return rec.finish(aborted=aborted, reason=reason)
 
+    def _record(self, episode: dict[str, Any], kind: str) -> None:
+        if self._recorder is None:
+            return
+        try:
+            self._recorder.record(episode, kind)
+        except Exception:
+            self.record_errors += 1
+            log.exception("recording a real episode to %s failed", self._recorder.root)
+
     def _emit(self, episode: dict[str, Any]) -> None:
+        self._record(episode, self._kind)
         self.counts["episodes"] += 1
         self.counts["aborted"] += int(episode["aborted"])
         with self._queue_lock:
@@ -268,6 +300,7 @@ class _EpisodeRecord:
         self.source = source
         self.t_start = time.time()
         self.states = [first_obs["state"][0]]
+        self.obs_times = [time.time()]  # when each of ``states`` was observed
         self.images = {cam: [img[0]] for cam, img in (first_obs.get("images") or {}).items()}
         self.instruction = (first_obs.get("instruction") or [""])[0]
         self.goal = np.array(env.goals[0])
@@ -277,6 +310,7 @@ class _EpisodeRecord:
     def add(self, actions, raw, logp, value, version, result) -> None:
         obs, reward, terminated, truncated, info = result
         self.states.append(obs["state"][0])
+        self.obs_times.append(time.time())
         for cam, img in (obs.get("images") or {}).items():
             self.images[cam].append(img[0])
         row = {
@@ -290,6 +324,7 @@ class _EpisodeRecord:
             "truncated": bool(truncated[0]),
             "success": bool(info["success"][0]),
             "executed": np.int64(info["executed"][0]),
+            "intervened": bool(info["intervened"][0]) if info.get("intervened") is not None else False,
         }
         for key, v in row.items():
             self.cols.setdefault(key, []).append(v)
@@ -302,6 +337,7 @@ class _EpisodeRecord:
         out: dict[str, Any] = {k: np.asarray(v) for k, v in self.cols.items()}
         steps = len(self.cols.get("rewards", []))
         out["states"] = np.stack(self.states)
+        out["obs_times"] = np.asarray(self.obs_times)
         out["images"] = {cam: np.stack(v) for cam, v in self.images.items()}
         out["final_state"] = getattr(self, "final_state", self.states[-1])
         success = bool(out["success"][-1]) if steps else False

@@ -1,0 +1,6 @@
+"""Recorded robot data on disk: episodes as LeRobot-format datasets (``lerobot_writer``).
+
+Learner side only: pyarrow and Pillow are imported by the modules here, never by the robot-PC
+packages (``rlinf_robot.robot``, ``bridge``, ``safety``, ``protocol``). Import the submodules
+directly: this package itself imports nothing heavy.
+"""
