@@ -107,7 +107,10 @@ def role_bare_client(endpoint: str) -> None:
     sock.routing_id = b"bare"
     sock.connect(endpoint)
     sock.send(b"hello")
-    answer = [msgpack.packb({"type": "action_chunk", "v": 1, "seq": 1}), np.zeros((H, D), np.float32).tobytes()]
+    answer = [
+        msgpack.packb({"type": "action_chunk", "v": 1, "seq": 1}),
+        np.zeros((H, D), np.float32).tobytes(),
+    ]
     print("ready", flush=True)
     while True:
         frames = sock.recv_multipart(copy=False)
@@ -274,14 +277,18 @@ def arm_path(seconds: float, ready_timeout: float) -> None:
     from rlinf_robot.robot.bringup.process import RobotUpProcess
 
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
-    up = RobotUpProcess("--sim", "--config", str(_arm_config(tmp, endpoint)), "--ready-timeout", str(ready_timeout))
+    up = RobotUpProcess(
+        "--sim", "--config", str(_arm_config(tmp, endpoint)), "--ready-timeout", str(ready_timeout)
+    )
     try:
         try:
             up.wait_ready(ready_timeout + 60)
         except RuntimeError as e:
             print(f"arm path: not measured, robot up did not come up ({str(e).splitlines()[0]})")
             return
-        learner = _spawn("--role", "arm_learner", "--endpoint", endpoint, "--throughput-seconds", str(seconds))
+        learner = _spawn(
+            "--role", "arm_learner", "--endpoint", endpoint, "--throughput-seconds", str(seconds)
+        )
         done = json.loads(learner.stdout.readline())
         learner.wait(30)
         with BridgeClient(endpoint=endpoint, connect_timeout_s=30.0) as observer:
@@ -290,19 +297,25 @@ def arm_path(seconds: float, ready_timeout: float) -> None:
     finally:
         up.stop()
     lat = st.latency_ms
-    print(f"arm path (robot up --sim: franka-sim, franka_node 200 Hz, camera_node 224x448 RGB, bridge_node "
-          f"{lat.get('end_to_end', {}).get('n', 0):.0f} chunks, {done['chunks']} sent, errors {done['errors']}):")
+    print(
+        f"arm path (robot up --sim: franka-sim, franka_node 200 Hz, camera_node 224x448 RGB, bridge_node "
+        f"{lat.get('end_to_end', {}).get('n', 0):.0f} chunks, {done['chunks']} sent, errors {done['errors']}):"
+    )
     for span, what in ARM_HOPS.items():
         pct = lat.get(span)
         if pct:
             print(f"  {span:16s} p50 {pct['p50']:7.3f} ms  p99 {pct['p99']:7.3f} ms   {what}")
     if franka:
-        print(f"  {'franka_node':16s} p50 {franka[0]:7.3f} ms  p99 {franka[1]:7.3f} ms   "
-              "joint_command stamp -> motion handed to franky (DDS + its 200 Hz loop)")
+        print(
+            f"  {'franka_node':16s} p50 {franka[0]:7.3f} ms  p99 {franka[1]:7.3f} ms   "
+            "joint_command stamp -> motion handed to franky (DDS + its 200 Hz loop)"
+        )
         e2e = lat.get("end_to_end", {})
         if e2e:
-            print(f"  obs -> applied at the arm, p50 ~ {e2e['p50'] + franka[0]:.1f} ms (end_to_end + franka_node, "
-                  "medians added: two different sets of samples)")
+            print(
+                f"  obs -> applied at the arm, p50 ~ {e2e['p50'] + franka[0]:.1f} ms (end_to_end + franka_node, "
+                "medians added: two different sets of samples)"
+            )
 
 
 def _franka_diagnostics() -> tuple[float, float] | None:
@@ -336,11 +349,19 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--throughput-seconds", type=float, default=3.0)
-    ap.add_argument("--arm", action=argparse.BooleanOptionalAction, default=True,
-                    help="also measure the arm's path under `robot up --sim` (waits for franka-sim)")
+    ap.add_argument(
+        "--arm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure the arm's path under `robot up --sim` (waits for franka-sim)",
+    )
     ap.add_argument("--arm-seconds", type=float, default=20.0)
-    ap.add_argument("--arm-ready-timeout", type=float, default=600.0,
-                    help="franka-sim is one per machine: how long to wait for another user's")
+    ap.add_argument(
+        "--arm-ready-timeout",
+        type=float,
+        default=600.0,
+        help="franka-sim is one per machine: how long to wait for another user's",
+    )
     ap.add_argument("--role", default="main")
     ap.add_argument("--endpoint", default="")
     ap.add_argument("--port", type=int, default=0)
@@ -445,7 +466,11 @@ def main() -> int:
         )
     ]
     decode_ms = float(np.median([_time_ms(decode, chunk_frames) for _ in range(2000)]))
-    ours_ms, theirs_ms, bare_ms = np.concatenate(ours) + decode_ms, np.concatenate(theirs), np.concatenate(bare)
+    ours_ms, theirs_ms, bare_ms = (
+        np.concatenate(ours) + decode_ms,
+        np.concatenate(theirs),
+        np.concatenate(bare),
+    )
     o, t, b = percentiles(ours_ms), percentiles(theirs_ms), percentiles(bare_ms)
     print(
         f"payload: 2 x {IMG} uint8 + 8 x f32 -> {H}x{D} f32; {len(ours_ms)} vs {len(theirs_ms)} round trips,"
@@ -453,15 +478,21 @@ def main() -> int:
     )
     print(f"ours   (zmq bridge)          p50 {o['p50']:.3f} ms  p99 {o['p99']:.3f} ms  max {o['max']:.3f} ms")
     print(f"openpi (websocket+msgpack)   p50 {t['p50']:.3f} ms  p99 {t['p99']:.3f} ms  max {t['max']:.3f} ms")
-    print(f"bare pyzmq, same frames      p50 {b['p50']:.3f} ms  p99 {b['p99']:.3f} ms  max {b['max']:.3f} ms"
-          f"  (ratio {b['p50'] / t['p50']:.3f}; ours - bare {o['p50'] - b['p50']:.3f} ms at p50)")
+    print(
+        f"bare pyzmq, same frames      p50 {b['p50']:.3f} ms  p99 {b['p99']:.3f} ms  max {b['max']:.3f} ms"
+        f"  (ratio {b['p50'] / t['p50']:.3f}; ours - bare {o['p50'] - b['p50']:.3f} ms at p50)"
+    )
     od = percentiles(np.concatenate(ours_delta) + decode_ms)
-    print(f"ours, joint_delta chunks     p50 {od['p50']:.3f} ms  p99 {od['p99']:.3f} ms  max {od['max']:.3f} ms"
-          f"  (ratio {od['p50'] / t['p50']:.3f}; the bridge resolves each chunk's 16 rows on its I/O thread:"
-          f" apply_delay p50 {np.median(np.concatenate(apply_delta)):.2f} ms of every {1e3 / RATE_HZ:.0f} ms period)")
+    print(
+        f"ours, joint_delta chunks     p50 {od['p50']:.3f} ms  p99 {od['p99']:.3f} ms  max {od['max']:.3f} ms"
+        f"  (ratio {od['p50'] / t['p50']:.3f}; the bridge resolves each chunk's 16 rows on its I/O thread:"
+        f" apply_delay p50 {np.median(np.concatenate(apply_delta)):.2f} ms of every {1e3 / RATE_HZ:.0f} ms period)"
+    )
     spans = sorted({k for h in hops_p50 for k in h})
-    print("ours per hop, p50 ms (median over rounds): " + ", ".join(
-        f"{k} {np.median([h[k] for h in hops_p50 if k in h]):.3f}" for k in spans))
+    print(
+        "ours per hop, p50 ms (median over rounds): "
+        + ", ".join(f"{k} {np.median([h[k] for h in hops_p50 if k in h]):.3f}" for k in spans)
+    )
     print(
         f"ratio p50 {o['p50'] / t['p50']:.3f} (goal <= 0.5); ours p99 {o['p99']:.3f} ms (goal <= 3 ms): "
         f"{'met' if o['p99'] <= 3.0 else 'NOT met'}"

@@ -191,8 +191,10 @@ def main() -> None:
         )
     for rate in RATES:
         n = results[("node", rate)]
-        print(f"node {rate} Hz: its own control loop period p50 {n['loop_p50']:.3f} ms, p99 {n['loop_p99']:.3f} ms "
-              f"(nominal {1e3 / rate:.3f} ms; the subscriber-side jitter above adds DDS delivery and the receiver)")
+        print(
+            f"node {rate} Hz: its own control loop period p50 {n['loop_p50']:.3f} ms, p99 {n['loop_p99']:.3f} ms "
+            f"(nominal {1e3 / rate:.3f} ms; the subscriber-side jitter above adds DDS delivery and the receiver)"
+        )
     ours, peer = results[("node", 100)]["lat_p99"], results[("direct", 100)]["lat_p99"]
     print(
         f"RESULT franka_node_cmd_latency_p99_100hz ours={ours:.3f}ms peer={peer:.3f}ms ratio={ours / peer:.2f} goal=<=2"

@@ -19,9 +19,24 @@ import numpy as np
 
 
 def run_job(runs: Path, name: str, *overrides: str, timeout: float) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "rlinf_robot.cli", "train", *overrides, f"run.dir={runs}",
-                          f"run.id={name}", "run.progress=false", "eval.sim_episodes=0", "eval.arm_episodes=0",
-                          "eval.baseline_arm_episodes=0"], capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlinf_robot.cli",
+            "train",
+            *overrides,
+            f"run.dir={runs}",
+            f"run.id={name}",
+            "run.progress=false",
+            "eval.sim_episodes=0",
+            "eval.arm_episodes=0",
+            "eval.baseline_arm_episodes=0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if out.returncode != 0:
         raise SystemExit(f"{name} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return [json.loads(line) for line in (runs / name / "metrics.jsonl").read_text().splitlines()]
@@ -41,14 +56,20 @@ def main() -> None:
     args = p.parse_args()
     t = args.seconds
     sim_only = run_job(args.runs, "sim_only", "mode=sim_only", f"budget.wall_s={t}", timeout=4 * t + 600)
-    hybrid = run_job(args.runs, "hybrid", "budget.pretrain_wall_s=0", f"budget.wall_s={t}", timeout=4 * t + 900)
+    hybrid = run_job(
+        args.runs, "hybrid", "budget.pretrain_wall_s=0", f"budget.wall_s={t}", timeout=4 * t + 900
+    )
     ours, peer = sim_rate(hybrid), sim_rate(sim_only)
     util = [r["real:arm0/utilisation"] for r in hybrid if r.get("real:arm0/utilisation") is not None]
     episodes = hybrid[-1].get("real:arm0/episodes")
-    print(f"sim-only job: {peer:,.0f} sim env-steps/s; hybrid job: {ours:,.0f} sim env-steps/s "
-          f"with {episodes} real episodes in {t:g} s")
+    print(
+        f"sim-only job: {peer:,.0f} sim env-steps/s; hybrid job: {ours:,.0f} sim env-steps/s "
+        f"with {episodes} real episodes in {t:g} s"
+    )
     print(f"real-arm utilisation {util[-1]:.2f} (goal >= 0.8; median over updates {np.median(util):.2f})")
-    print(f"RESULT hybrid_sim_throughput ours={ours:.0f}steps/s peer={peer:.0f}steps/s ratio={ours / peer:.2f} goal=>=0.7")
+    print(
+        f"RESULT hybrid_sim_throughput ours={ours:.0f}steps/s peer={peer:.0f}steps/s ratio={ours / peer:.2f} goal=>=0.7"
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ def _cv2():
     except ImportError as exc:  # pragma: no cover - part of the calibration extra
         raise MissingDependency("opencv-python-headless", extra="calibration") from exc
     if not hasattr(cv2, "aruco") or not hasattr(cv2.aruco, "CharucoDetector"):
-        raise MissingDependency("opencv-python-headless>=4.7 (cv2.aruco.CharucoDetector)", extra="calibration")
+        raise MissingDependency(
+            "opencv-python-headless>=4.7 (cv2.aruco.CharucoDetector)", extra="calibration"
+        )
     return cv2
 
 

@@ -93,7 +93,9 @@ class ExcitationPlan:
         return np.abs(self.velocity).max(axis=0)
 
 
-def plan_excitation(cfg: ExcitationConfig = ExcitationConfig(), limits: SafetyLimits | None = None) -> ExcitationPlan:
+def plan_excitation(
+    cfg: ExcitationConfig = ExcitationConfig(), limits: SafetyLimits | None = None
+) -> ExcitationPlan:
     """Build and check a plan; raises ``SafetyViolation`` when it would leave the safety limits."""
     limits = limits or SafetyLimits.from_yaml()
     rng = np.random.default_rng(cfg.seed)
@@ -194,7 +196,9 @@ def record_excitation(
             robot = franky.Robot(host, realtime_config=franky.RealtimeConfig.Ignore)
     robot.recover_from_errors()
     robot.relative_dynamics_factor = 1.0
-    robot.move(franky.JointMotion([float(x) for x in plan.start], relative_dynamics_factor=move_dynamics_factor))
+    robot.move(
+        franky.JointMotion([float(x) for x in plan.start], relative_dynamics_factor=move_dynamics_factor)
+    )
     rows: list[tuple] = []
 
     def on_cycle(state, _step, _rel, abs_time, _signal):

@@ -122,7 +122,9 @@ def write_variant_mjcf(params: DynamicsParams, dest: Path, assets: Path | None =
     mass = max(float(params.payload_mass[0]), 1e-3)
     payload = ET.SubElement(hand, "body", name=PAYLOAD_BODY, pos=" ".join(map(str, PAYLOAD_POS)))
     inertia = mass * PAYLOAD_INERTIA_PER_KG
-    ET.SubElement(payload, "inertial", pos="0 0 0", mass=repr(mass), diaginertia=f"{inertia} {inertia} {inertia}")
+    ET.SubElement(
+        payload, "inertial", pos="0 0 0", mass=repr(mass), diaginertia=f"{inertia} {inertia} {inertia}"
+    )
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(".tmp")

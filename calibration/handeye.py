@@ -90,8 +90,11 @@ class HandEyeResult:
             "rotation_rms_deg": self.rotation_rms_deg,
             "n_views": self.n_views,
             "methods": {
-                k: {"transform": m.transform.tolist(), "translation_rms_mm": m.translation_rms_mm,
-                    "rotation_rms_deg": m.rotation_rms_deg}
+                k: {
+                    "transform": m.transform.tolist(),
+                    "translation_rms_mm": m.translation_rms_mm,
+                    "rotation_rms_deg": m.rotation_rms_deg,
+                }
                 for k, m in self.methods.items()
             },
             "warnings": self.warnings,
@@ -108,8 +111,11 @@ def _solve_handeye(cv2, mode, method, tcp_in_base, board_in_cam) -> np.ndarray:
     flag = getattr(cv2, f"CALIB_HAND_EYE_{method.upper()}")
     robot = tcp_in_base if mode == "eye_in_hand" else [_inv(t) for t in tcp_in_base]
     r, t = cv2.calibrateHandEye(
-        [p[:3, :3] for p in robot], [p[:3, 3].reshape(3, 1) for p in robot],
-        [b[:3, :3] for b in board_in_cam], [b[:3, 3].reshape(3, 1) for b in board_in_cam], method=flag,
+        [p[:3, :3] for p in robot],
+        [p[:3, 3].reshape(3, 1) for p in robot],
+        [b[:3, :3] for b in board_in_cam],
+        [b[:3, 3].reshape(3, 1) for b in board_in_cam],
+        method=flag,
     )
     return _pose(r, t)
 
@@ -122,8 +128,11 @@ def _solve_robot_world(cv2, mode, method, tcp_in_base, board_in_cam) -> np.ndarr
     base2gripper = [_inv(t) for t in tcp_in_base]
     world2cam = board_in_cam if mode == "eye_in_hand" else [_inv(b) for b in board_in_cam]
     r_bw, t_bw, r_gc, t_gc = cv2.calibrateRobotWorldHandEye(
-        [w[:3, :3] for w in world2cam], [w[:3, 3].reshape(3, 1) for w in world2cam],
-        [b[:3, :3] for b in base2gripper], [b[:3, 3].reshape(3, 1) for b in base2gripper], method=flag,
+        [w[:3, :3] for w in world2cam],
+        [w[:3, 3].reshape(3, 1) for w in world2cam],
+        [b[:3, :3] for b in base2gripper],
+        [b[:3, 3].reshape(3, 1) for b in base2gripper],
+        method=flag,
     )
     if mode == "eye_in_hand":
         return _inv(_pose(r_gc, t_gc))
@@ -175,8 +184,17 @@ def calibrate_handeye(
             f"residual {chosen.translation_rms_mm:.2f} mm / {chosen.rotation_rms_deg:.3f} deg above the bounds "
             f"{max_translation_rms_mm} mm / {max_rotation_rms_deg} deg: check the views and the robot poses"
         )
-    return HandEyeResult(mode, best, chosen.transform, target, chosen.translation_rms_mm, chosen.rotation_rms_deg,
-                         results, len(tcp), warnings)
+    return HandEyeResult(
+        mode,
+        best,
+        chosen.transform,
+        target,
+        chosen.translation_rms_mm,
+        chosen.rotation_rms_deg,
+        results,
+        len(tcp),
+        warnings,
+    )
 
 
 def transform_error(estimate: np.ndarray, truth: np.ndarray) -> tuple[float, float]:

@@ -79,8 +79,11 @@ def coverage(points: Sequence[np.ndarray], image_size: tuple[int, int], grid: tu
         cx = np.clip((allp[:, 0] / w * grid[0]).astype(int), 0, grid[0] - 1)
         cy = np.clip((allp[:, 1] / h * grid[1]).astype(int), 0, grid[1] - 1)
         hit[cy, cx] = True
-    missing = [name for name, cells in (("top", hit[0]), ("bottom", hit[-1]), ("left", hit[:, 0]),
-                                        ("right", hit[:, -1])) if not cells.any()]
+    missing = [
+        name
+        for name, cells in (("top", hit[0]), ("bottom", hit[-1]), ("left", hit[:, 0]), ("right", hit[:, -1]))
+        if not cells.any()
+    ]
     return float(hit.mean()), missing
 
 
@@ -126,9 +129,13 @@ def calibrate_intrinsics(
     frac, missing = coverage([detections[i].image_points for i in views], image_size)
     warnings = []
     if frac < min_coverage:
-        warnings.append(f"views cover {frac:.0%} of the image (want >= {min_coverage:.0%}); add views near the edges")
+        warnings.append(
+            f"views cover {frac:.0%} of the image (want >= {min_coverage:.0%}); add views near the edges"
+        )
     if missing:
-        warnings.append(f"no corners near the {', '.join(missing)} border(s): distortion there is extrapolated")
+        warnings.append(
+            f"no corners near the {', '.join(missing)} border(s): distortion there is extrapolated"
+        )
     return IntrinsicsResult(
         camera_matrix=np.asarray(k, dtype=np.float64),
         dist_coeffs=np.asarray(dist, dtype=np.float64).ravel(),
@@ -144,7 +151,9 @@ def calibrate_intrinsics(
     )
 
 
-def board_pose(det: Detection, camera_matrix: np.ndarray, dist_coeffs: np.ndarray) -> tuple[np.ndarray, float]:
+def board_pose(
+    det: Detection, camera_matrix: np.ndarray, dist_coeffs: np.ndarray
+) -> tuple[np.ndarray, float]:
     """Board-to-camera transform (4x4) from one detection by PnP, and its reprojection RMS (px)."""
     cv2 = _cv2()
     obj = det.object_points.astype(np.float64)

@@ -30,7 +30,9 @@ def joints_for(target: np.ndarray, seed: np.ndarray, limits: SafetyLimits) -> np
     and the damping is higher (0.01), so a viewpoint a few decimetres away is approached along one
     IK branch instead of jumping across the workspace.
     """
-    r = solve_ik(target, seed, limits.tcp_offset, limits.q_lo, limits.q_hi, damping=1e-2, max_iter=200, max_step=0.2)
+    r = solve_ik(
+        target, seed, limits.tcp_offset, limits.q_lo, limits.q_hi, damping=1e-2, max_iter=200, max_step=0.2
+    )
     return r.q if r.converged else None
 
 
@@ -49,8 +51,14 @@ def _projects_inside(points_cam: np.ndarray, k: np.ndarray, size: tuple[int, int
         return False
     uv = (k @ (points_cam.T / points_cam[:, 2])).T[:, :2]
     w, h = size
-    return bool(np.all((uv[:, 0] > margin * w) & (uv[:, 0] < (1 - margin) * w)
-                       & (uv[:, 1] > margin * h) & (uv[:, 1] < (1 - margin) * h)))
+    return bool(
+        np.all(
+            (uv[:, 0] > margin * w)
+            & (uv[:, 0] < (1 - margin) * w)
+            & (uv[:, 1] > margin * h)
+            & (uv[:, 1] < (1 - margin) * h)
+        )
+    )
 
 
 def path_is_safe(q_from: np.ndarray, q_to: np.ndarray, limits: SafetyLimits, samples: int = 20) -> bool:
@@ -100,7 +108,11 @@ def plan_eye_in_hand(
         target = cam @ tcp_in_cam
         q = joints_for(target, prev, limits)
         pts_cam = (np.linalg.inv(cam) @ np.c_[corners_base, np.ones(len(corners_base))].T).T[:, :3]
-        if q is None or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04) or not _accept(q, prev, limits):
+        if (
+            q is None
+            or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04)
+            or not _accept(q, prev, limits)
+        ):
             rejected += 1
             continue
         joints.append(q)
@@ -141,11 +153,19 @@ def plan_eye_to_hand(
         board = look_at(centre + rng.uniform(-spread, spread, 3), centre - to_cam)
         board[:3, 3] = centre + rng.uniform(-spread, spread, 3)
         tilt_axis = rng.normal(size=3)
-        board[:3, :3] = rot(tilt_axis, rng.uniform(5, max_tilt_deg)) @ board[:3, :3] @ rot([0, 0, 1], rng.uniform(-30, 30))
+        board[:3, :3] = (
+            rot(tilt_axis, rng.uniform(5, max_tilt_deg))
+            @ board[:3, :3]
+            @ rot([0, 0, 1], rng.uniform(-30, 30))
+        )
         target = board @ tcp_in_board
         q = joints_for(target, prev, limits)
         pts_cam = (base_in_cam @ board @ local).T[:, :3]
-        if q is None or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04) or not _accept(q, prev, limits):
+        if (
+            q is None
+            or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04)
+            or not _accept(q, prev, limits)
+        ):
             rejected += 1
             continue
         joints.append(q)
@@ -191,7 +211,9 @@ def plan_intrinsics_views(
         axis = rot(normal, rng.uniform(0, 360)) @ _perpendicular(normal)
         eye = centre + rot(axis, rng.uniform(0, max_tilt_deg)) @ normal * rng.uniform(*distance)
         cam = look_at(eye, centre, up=_perpendicular(normal))
-        turn = rot([0, 1, 0], rng.uniform(-0.6, 0.6) * half_x) @ rot([1, 0, 0], rng.uniform(-0.6, 0.6) * half_y)
+        turn = rot([0, 1, 0], rng.uniform(-0.6, 0.6) * half_x) @ rot(
+            [1, 0, 0], rng.uniform(-0.6, 0.6) * half_y
+        )
         cam[:3, :3] = cam[:3, :3] @ turn @ rot([0, 0, 1], rng.uniform(-45, 45))
         pts = (np.linalg.inv(cam) @ np.c_[corners, np.ones(len(corners))].T).T[:, :3]
         if np.any(pts[:, 2] < 0.05):

@@ -38,7 +38,9 @@ def _rigid_terms(replay: ServoReplay, payload_kg: float, q: np.ndarray, v: np.nd
     m = copy.copy(replay.model)
     m.opt.gravity[:] = 0.0  # gravity is compensated on the arm; c is Coriolis/centrifugal only
     params = nominal_params().replace(
-        joint_damping=np.zeros(7), joint_frictionloss=np.zeros(7), joint_armature=np.zeros(7),
+        joint_damping=np.zeros(7),
+        joint_frictionloss=np.zeros(7),
+        joint_armature=np.zeros(7),
         payload_mass=[payload_kg],
     )
     apply_params(m, params, replay.dof_adr, replay.payload_body)
@@ -98,4 +100,3 @@ def regression_estimate(recordings: Sequence[Recording], replay: ServoReplay) ->
         joint_armature=np.clip(x[14:21], 0.02, None),
         payload_mass=[max(float(x[21]), 0.0)],
     )
-

@@ -144,7 +144,9 @@ class ServoReplay:
 
         m = copy.copy(model)
         m.opt.timestep = DT
-        m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_ACTUATION) | int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+        m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_ACTUATION) | int(
+            mujoco.mjtDisableBit.mjDSBL_CONTACT
+        )
         return cls(model=m)
 
     def set_params(self, params: DynamicsParams) -> None:

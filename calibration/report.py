@@ -75,8 +75,12 @@ def sysid_png(result, problem, path: Path, segment: int | None = None) -> Path:
     after_sim, _ = problem.simulate_piece(segment, result.params)
     fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 4))
     x = np.arange(7)
-    ax0.bar(x - 0.2, result.joint_rms_before * 1e3, 0.4, label=f"nominal sim ({result.residual_before * 1e3:.2f})")
-    ax0.bar(x + 0.2, result.joint_rms_after * 1e3, 0.4, label=f"fitted sim ({result.residual_after * 1e3:.3f})")
+    ax0.bar(
+        x - 0.2, result.joint_rms_before * 1e3, 0.4, label=f"nominal sim ({result.residual_before * 1e3:.2f})"
+    )
+    ax0.bar(
+        x + 0.2, result.joint_rms_after * 1e3, 0.4, label=f"fitted sim ({result.residual_after * 1e3:.3f})"
+    )
     ax0.set_xticks(x, [f"j{i + 1}" for i in x])
     ax0.set_yscale("log")
     ax0.set_ylabel("RMS sim - arm (mrad, log)")

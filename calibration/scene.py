@@ -113,8 +113,12 @@ class CalibrationScene:
             build_dir = Path(self._tmp.name)
         self.model = self._build(Path(build_dir))
         self.data = mujoco.MjData(self.model)
-        self._arm = np.array([self.model.jnt_qposadr[mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, j)]
-                              for j in JOINT_NAMES])
+        self._arm = np.array(
+            [
+                self.model.jnt_qposadr[mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, j)]
+                for j in JOINT_NAMES
+            ]
+        )
         self._renderer = None
         self._option = mujoco.MjvOption()
         for g in range(1, 6):
@@ -133,10 +137,19 @@ class CalibrationScene:
         spec.visual.headlight.diffuse = [0.25, 0.25, 0.25]
         spec.visual.headlight.specular = [0.0, 0.0, 0.0]
         # A grey gradient behind everything, so the board's black border squares stand out.
-        spec.add_texture(name="sky", type=mj.mjtTexture.mjTEXTURE_SKYBOX, builtin=mj.mjtBuiltin.mjBUILTIN_GRADIENT,
-                         rgb1=[0.62, 0.62, 0.6], rgb2=[0.38, 0.38, 0.4], width=64, height=64)
+        spec.add_texture(
+            name="sky",
+            type=mj.mjtTexture.mjTEXTURE_SKYBOX,
+            builtin=mj.mjtBuiltin.mjBUILTIN_GRADIENT,
+            rgb1=[0.62, 0.62, 0.6],
+            rgb2=[0.38, 0.38, 0.4],
+            width=64,
+            height=64,
+        )
         spec.add_texture(name="charuco", type=mj.mjtTexture.mjTEXTURE_2D, file=str(tex))
-        mat = spec.add_material(name="charuco", texrepeat=[1, 1], texuniform=False, specular=0.0, shininess=0.0)
+        mat = spec.add_material(
+            name="charuco", texrepeat=[1, 1], texuniform=False, specular=0.0, shininess=0.0
+        )
         mat.textures[mj.mjtTextureRole.mjTEXROLE_RGB] = "charuco"
         sx, sy = self.board.size_m
         # The texture spans the plane once: image column -> +x, image row -> -y, image top-left at
@@ -147,14 +160,26 @@ class CalibrationScene:
             parent, t_geom = spec.body("hand"), np.linalg.inv(hand_in_tcp) @ self.board_pose @ geom_in_board
         else:
             parent, t_geom = spec.worldbody, self.board_pose @ geom_in_board
-        parent.add_geom(name="charuco", type=mj.mjtGeom.mjGEOM_BOX, size=[sx / 2, sy / 2, 0.0005],
-                        pos=t_geom[:3, 3], quat=_quat(t_geom[:3, :3]), material="charuco",
-                        contype=0, conaffinity=0, group=BOARD_GROUP, mass=0.0)
+        parent.add_geom(
+            name="charuco",
+            type=mj.mjtGeom.mjGEOM_BOX,
+            size=[sx / 2, sy / 2, 0.0005],
+            pos=t_geom[:3, 3],
+            quat=_quat(t_geom[:3, :3]),
+            material="charuco",
+            contype=0,
+            conaffinity=0,
+            group=BOARD_GROUP,
+            mass=0.0,
+        )
         fovy = self.camera.fovy_deg
         wrist = np.linalg.inv(hand_in_tcp) @ self.cam_in_tcp
-        spec.body("hand").add_camera(name="wrist", pos=wrist[:3, 3], quat=_quat(wrist[:3, :3] @ _FLIP), fovy=fovy)
-        spec.worldbody.add_camera(name="fixed", pos=self.cam_in_base[:3, 3],
-                                  quat=_quat(self.cam_in_base[:3, :3] @ _FLIP), fovy=fovy)
+        spec.body("hand").add_camera(
+            name="wrist", pos=wrist[:3, 3], quat=_quat(wrist[:3, :3] @ _FLIP), fovy=fovy
+        )
+        spec.worldbody.add_camera(
+            name="fixed", pos=self.cam_in_base[:3, 3], quat=_quat(self.cam_in_base[:3, :3] @ _FLIP), fovy=fovy
+        )
         spec.worldbody.add_camera(name="free", pos=[1, 0, 1], fovy=fovy)
         for geom in spec.geoms:
             if geom.name != "charuco" and geom.group == BOARD_GROUP:
@@ -185,7 +210,9 @@ class CalibrationScene:
         self._mj.mj_kinematics(self.model, self.data)
         self._mj.mj_camlight(self.model, self.data)
 
-    def render(self, camera: str, noise_std: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
+    def render(
+        self, camera: str, noise_std: float = 0.0, rng: np.random.Generator | None = None
+    ) -> np.ndarray:
         """RGB uint8 image from ``camera`` (wrist / fixed / free), plus Gaussian pixel noise."""
         if self._renderer is None:
             self._renderer = self._mj.Renderer(self.model, self.camera.height, self.camera.width)

@@ -50,8 +50,10 @@ def run_intrinsics(images: Sequence[np.ndarray], board: BoardSpec, say: Say = _q
     h, w = np.asarray(images[0]).shape[:2]
     detections = detect_all(images, board, say)
     result = calibrate_intrinsics(detections, (w, h), **kwargs)
-    say(f"intrinsics: fx={result.fx:.2f} fy={result.fy:.2f} RMS {result.rms:.3f} px, "
-        f"{len(result.used_views)} views, coverage {result.coverage:.0%}")
+    say(
+        f"intrinsics: fx={result.fx:.2f} fy={result.fy:.2f} RMS {result.rms:.3f} px, "
+        f"{len(result.used_views)} views, coverage {result.coverage:.0%}"
+    )
     for warning in result.warnings:
         say(f"WARNING: {warning}")
     return result, detections
@@ -95,39 +97,77 @@ def run_handeye(views: HandEyeViews, mode: str, say: Say = _quiet) -> HandEyeRes
     result = calibrate_handeye(views.tcp_in_base, views.board_in_cam, mode=mode)
     for name, m in result.methods.items():
         say(f"  {name:<10} residual {m.translation_rms_mm:7.3f} mm {m.rotation_rms_deg:7.4f} deg")
-    say(f"hand-eye ({mode}): best {result.method}, residual {result.translation_rms_mm:.3f} mm / "
-        f"{result.rotation_rms_deg:.4f} deg from {result.n_views} views")
+    say(
+        f"hand-eye ({mode}): best {result.method}, residual {result.translation_rms_mm:.3f} mm / "
+        f"{result.rotation_rms_deg:.4f} deg from {result.n_views} views"
+    )
     for warning in result.warnings:
         say(f"WARNING: {warning}")
     return result
 
 
 # ------------------------------------------------------------------ records
-def intrinsics_record(result: IntrinsicsResult, data_hash: str, board: BoardSpec, camera_serial: str,
-                      robot_serial: str = "", notes: str = "") -> CalibrationRecord:
+def intrinsics_record(
+    result: IntrinsicsResult,
+    data_hash: str,
+    board: BoardSpec,
+    camera_serial: str,
+    robot_serial: str = "",
+    notes: str = "",
+) -> CalibrationRecord:
     return CalibrationRecord(
-        kind="intrinsics", robot_serial=robot_serial, camera_serial=camera_serial, method="opencv-calibrateCamera",
-        residuals={"rms_px": result.rms, "max_view_px": float(result.per_view_error.max()),
-                   "coverage": result.coverage},
-        data_hash=data_hash, payload={**result.to_dict(), "board": board.to_dict()}, notes=notes,
+        kind="intrinsics",
+        robot_serial=robot_serial,
+        camera_serial=camera_serial,
+        method="opencv-calibrateCamera",
+        residuals={
+            "rms_px": result.rms,
+            "max_view_px": float(result.per_view_error.max()),
+            "coverage": result.coverage,
+        },
+        data_hash=data_hash,
+        payload={**result.to_dict(), "board": board.to_dict()},
+        notes=notes,
     )
 
 
-def handeye_record(result: HandEyeResult, data_hash: str, camera_serial: str, robot_serial: str,
-                   intrinsics_id: str = "", notes: str = "") -> CalibrationRecord:
+def handeye_record(
+    result: HandEyeResult,
+    data_hash: str,
+    camera_serial: str,
+    robot_serial: str,
+    intrinsics_id: str = "",
+    notes: str = "",
+) -> CalibrationRecord:
     return CalibrationRecord(
-        kind="handeye", robot_serial=robot_serial, camera_serial=camera_serial, method=f"opencv-{result.method}",
-        residuals={"translation_rms_mm": result.translation_rms_mm, "rotation_rms_deg": result.rotation_rms_deg},
-        data_hash=data_hash, payload={**result.to_dict(), "intrinsics_id": intrinsics_id}, notes=notes,
+        kind="handeye",
+        robot_serial=robot_serial,
+        camera_serial=camera_serial,
+        method=f"opencv-{result.method}",
+        residuals={
+            "translation_rms_mm": result.translation_rms_mm,
+            "rotation_rms_deg": result.rotation_rms_deg,
+        },
+        data_hash=data_hash,
+        payload={**result.to_dict(), "intrinsics_id": intrinsics_id},
+        notes=notes,
     )
 
 
 def sysid_record(result, robot_serial: str, notes: str = "") -> CalibrationRecord:
     """The fit, stored; ``payload['dynamics_fit']`` is ``DynamicsFit.to_dict()`` for the sim."""
     rec = CalibrationRecord(
-        kind="sysid", robot_serial=robot_serial, camera_serial="", method="least-squares-replay",
-        residuals={"residual_rms_rad": result.residual_after, "residual_rms_before_rad": result.residual_before},
-        data_hash=result.data_hash, payload=result.summary(), notes=notes,
+        kind="sysid",
+        robot_serial=robot_serial,
+        camera_serial="",
+        method="least-squares-replay",
+        residuals={
+            "residual_rms_rad": result.residual_after,
+            "residual_rms_before_rad": result.residual_before,
+        },
+        data_hash=result.data_hash,
+        payload=result.summary(),
+        notes=notes,
     )
     fit = {
         "mean": {k: np.asarray(getattr(result.params, k)).tolist() for k in result.fitted_keys},

@@ -28,12 +28,19 @@ def distort(image: np.ndarray, camera_matrix: np.ndarray, dist_coeffs: np.ndarra
     uu, vv = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
     pts = np.stack([uu.ravel(), vv.ravel()], axis=1).reshape(-1, 1, 2)
     ideal = cv2.undistortPoints(pts, camera_matrix, dist_coeffs, P=camera_matrix).reshape(h, w, 2)
-    return cv2.remap(image, ideal[..., 0], ideal[..., 1], interpolation=cv2.INTER_LINEAR,
-                     borderMode=cv2.BORDER_REPLICATE)
+    return cv2.remap(
+        image, ideal[..., 0], ideal[..., 1], interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+    )
 
 
-def intrinsics_set(scene: CalibrationScene, n_views: int = 20, noise_std: float = 2.0, seed: int = 0,
-                   dist_coeffs: np.ndarray | None = None, say: Say = _quiet) -> RenderedSet:
+def intrinsics_set(
+    scene: CalibrationScene,
+    n_views: int = 20,
+    noise_std: float = 2.0,
+    seed: int = 0,
+    dist_coeffs: np.ndarray | None = None,
+    say: Say = _quiet,
+) -> RenderedSet:
     k = scene.camera.matrix()
     size = (scene.camera.width, scene.camera.height)
     views = plan_intrinsics_views(scene.board_in_base(), scene.board.corners(), k, size, n_views, seed=seed)
@@ -51,19 +58,41 @@ def intrinsics_set(scene: CalibrationScene, n_views: int = 20, noise_std: float 
     return RenderedSet(images, [], k)
 
 
-def handeye_set(scene: CalibrationScene, start: np.ndarray, n_poses: int | None = None, noise_std: float = 2.0,
-                seed: int = 0, say: Say = _quiet) -> RenderedSet:
+def handeye_set(
+    scene: CalibrationScene,
+    start: np.ndarray,
+    n_poses: int | None = None,
+    noise_std: float = 2.0,
+    seed: int = 0,
+    say: Say = _quiet,
+) -> RenderedSet:
     """Render the wrist camera (board in the world) or the fixed camera (board on the hand) at a
     safe pose plan; the truth is ``T_tcp_cam`` or ``T_base_cam``."""
     k = scene.camera.matrix()
     size = (scene.camera.width, scene.camera.height)
     if scene.board_on_hand:
-        plan = plan_eye_to_hand(scene.cam_in_base, scene.board_pose, scene.board.corners(), k, size, start,
-                                n_poses=n_poses or 20, seed=seed)
+        plan = plan_eye_to_hand(
+            scene.cam_in_base,
+            scene.board_pose,
+            scene.board.corners(),
+            k,
+            size,
+            start,
+            n_poses=n_poses or 20,
+            seed=seed,
+        )
         camera, truth = "fixed", scene.cam_in_base
     else:
-        plan = plan_eye_in_hand(scene.board_in_base(), scene.board.corners(), scene.cam_in_tcp, k, size, start,
-                                n_poses=n_poses or 15, seed=seed)
+        plan = plan_eye_in_hand(
+            scene.board_in_base(),
+            scene.board.corners(),
+            scene.cam_in_tcp,
+            k,
+            size,
+            start,
+            n_poses=n_poses or 15,
+            seed=seed,
+        )
         camera, truth = "wrist", scene.cam_in_tcp
     say(f"pose plan: {len(plan)} safe poses ({plan.rejected} candidates rejected)")
     rng = np.random.default_rng(seed)

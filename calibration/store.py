@@ -70,7 +70,16 @@ class CalibrationRecord:
     schema: int = SCHEMA_VERSION
 
     def __post_init__(self):
-        for name in ("kind", "robot_serial", "camera_serial", "method", "data_hash", "created", "id", "notes"):
+        for name in (
+            "kind",
+            "robot_serial",
+            "camera_serial",
+            "method",
+            "data_hash",
+            "created",
+            "id",
+            "notes",
+        ):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"calibration {name} must be a string, got {getattr(self, name)!r}")
         for name in ("residuals", "bounds", "payload"):
@@ -88,7 +97,9 @@ class CalibrationRecord:
         try:
             _ = self.created_at
         except ValueError:
-            raise ConfigError(f"calibration created must be UTC like 2030-01-01T00:00:00Z, got {created!r}") from None
+            raise ConfigError(
+                f"calibration created must be UTC like 2030-01-01T00:00:00Z, got {created!r}"
+            ) from None
         if self.valid_days is not None and not _number(self.valid_days):
             raise ConfigError(f"calibration valid_days must be a number of days, got {self.valid_days!r}")
         self.valid_days = float(self.valid_days or DEFAULT_VALID_DAYS[self.kind])
@@ -102,9 +113,17 @@ class CalibrationRecord:
             stamp = self.created_at.strftime("%Y%m%dT%H%M%SZ")
             self.id = f"{self.kind}-{stamp}-{self.data_hash[:8]}"
         if not _ID.match(self.id) or not self.id.startswith(f"{self.kind}-"):
-            raise ConfigError(f"calibration id {self.id!r} is malformed (expected {self.kind}-<UTC stamp>-<hash>)")
-        if not isinstance(self.schema, int) or isinstance(self.schema, bool) or not 1 <= self.schema <= SCHEMA_VERSION:
-            raise ConfigError(f"calibration schema must be an integer in [1, {SCHEMA_VERSION}], got {self.schema!r}")
+            raise ConfigError(
+                f"calibration id {self.id!r} is malformed (expected {self.kind}-<UTC stamp>-<hash>)"
+            )
+        if (
+            not isinstance(self.schema, int)
+            or isinstance(self.schema, bool)
+            or not 1 <= self.schema <= SCHEMA_VERSION
+        ):
+            raise ConfigError(
+                f"calibration schema must be an integer in [1, {SCHEMA_VERSION}], got {self.schema!r}"
+            )
 
     @property
     def created_at(self) -> datetime:
@@ -137,7 +156,9 @@ class CalibrationRecord:
         try:
             raw = json.loads(text)
         except UnicodeDecodeError as e:
-            raise ConfigError(f"calibration record is not UTF-8 text ({e.reason} at byte {e.start})") from None
+            raise ConfigError(
+                f"calibration record is not UTF-8 text ({e.reason} at byte {e.start})"
+            ) from None
         except (ValueError, RecursionError) as e:  # json.JSONDecodeError is a ValueError
             raise ConfigError(f"calibration record is not valid JSON: {e}") from None
         if not isinstance(raw, dict):
@@ -149,8 +170,11 @@ class CalibrationRecord:
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ConfigError(f"calibration record has unknown key(s) {unknown}")
-        missing = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
-                   and f.name not in raw]
+        missing = [
+            f.name
+            for f in fields(cls)
+            if f.default is MISSING and f.default_factory is MISSING and f.name not in raw
+        ]
         if missing:
             raise ConfigError(f"calibration record lacks required key(s) {missing}")
         return cls(**raw)
@@ -192,7 +216,8 @@ class CalibrationStore:
 
     def latest(self, kind: str, robot_serial: str | None = None, camera_serial: str | None = None):
         matches = [
-            r for r in self.list(kind)
+            r
+            for r in self.list(kind)
             if (robot_serial is None or r.robot_serial == robot_serial)
             and (camera_serial is None or r.camera_serial == camera_serial)
         ]
@@ -211,14 +236,18 @@ class CalibrationStore:
         for kind in kinds:
             rec = self.latest(kind, robot_serial)
             if rec is None:
-                problems.append(f"no {kind} calibration" + (f" for robot {robot_serial}" if robot_serial else ""))
+                problems.append(
+                    f"no {kind} calibration" + (f" for robot {robot_serial}" if robot_serial else "")
+                )
                 ids[kind] = None
                 continue
             problems += rec.problems(now)
             ids[kind] = rec.id
         if problems and not force:
             raise CalibrationInvalid(
-                "calibration check failed: " + "; ".join(problems) + " (run `rlinf-robot calibrate ...` or pass --force)"
+                "calibration check failed: "
+                + "; ".join(problems)
+                + " (run `rlinf-robot calibrate ...` or pass --force)"
             )
         return ids
 

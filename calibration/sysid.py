@@ -44,7 +44,12 @@ PARAM_SCALE = {"joint_damping": 5.0, "joint_frictionloss": 0.5, "joint_armature"
 PARAM_LOWER = {"joint_damping": 0.0, "joint_frictionloss": 0.0, "joint_armature": 0.02, "payload_mass": 0.0}
 #: Finite-difference step as a fraction of PARAM_SCALE.
 FD_STEP = 0.2
-PARAM_UPPER = {"joint_damping": 200.0, "joint_frictionloss": 20.0, "joint_armature": 2.0, "payload_mass": 10.0}
+PARAM_UPPER = {
+    "joint_damping": 200.0,
+    "joint_frictionloss": 20.0,
+    "joint_armature": 2.0,
+    "payload_mass": 10.0,
+}
 
 
 @dataclass
@@ -124,10 +129,18 @@ class SysIdProblem:
             for seg in plan_segments(timeline, recording=r, max_states=max_states):
                 rows, states = segment_targets(timeline, seg)
                 self.pieces.append(
-                    _Piece(rec.q[seg.start], rec.dq[seg.start], segment_commands(rec, timeline, seg), rows, rec.q[states])
+                    _Piece(
+                        rec.q[seg.start],
+                        rec.dq[seg.start],
+                        segment_commands(rec, timeline, seg),
+                        rows,
+                        rec.q[states],
+                    )
                 )
         if not self.pieces:
-            raise ValueError("no usable segment in the recordings (arm never moved, or every interval was a stall)")
+            raise ValueError(
+                "no usable segment in the recordings (arm never moved, or every interval was a stall)"
+            )
         self.n_states = sum(len(p.rows) for p in self.pieces)
 
     def data_hash(self) -> str:
@@ -208,7 +221,9 @@ def fit_dynamics(
     t0 = time.perf_counter()
     nominal = nominal_params()
     problem = SysIdProblem(recordings, ServoReplay(Path(build_dir), nominal))
-    say(f"sysid: {len(problem.pieces)} segments, {problem.n_states} states from {len(recordings)} recording(s)")
+    say(
+        f"sysid: {len(problem.pieces)} segments, {problem.n_states} states from {len(recordings)} recording(s)"
+    )
     keys = tuple(k for k in PARAM_KEYS if k in fit_keys)
     scale = np.concatenate([np.full(PARAM_WIDTH[k], PARAM_SCALE[k]) for k in keys])
     lower = np.concatenate([np.full(PARAM_WIDTH[k], PARAM_LOWER[k]) for k in keys])
@@ -253,7 +268,9 @@ def fit_dynamics(
             xi = x.copy()
             xi[i] += h
             cols.append((fun(xi) - f0) / h)
-        say(f"sysid: jacobian at residual {np.sqrt(np.mean(f0**2)) * 1e3:.3f} mrad ({calls[0]} replays so far)")
+        say(
+            f"sysid: jacobian at residual {np.sqrt(np.mean(f0**2)) * 1e3:.3f} mrad ({calls[0]} replays so far)"
+        )
         return np.stack(cols, axis=1)
 
     def fun_cached(x: np.ndarray) -> np.ndarray:
@@ -266,7 +283,9 @@ def fit_dynamics(
     fitted = to_params(sol.x)
     r1 = sol.fun.reshape(-1, 7)
     after, joint_after = _rms(r1)
-    say(f"sysid: residual after fit {after * 1e3:.3f} mrad RMS ({before / max(after, 1e-12):.1f}x), {calls[0]} replays")
+    say(
+        f"sysid: residual after fit {after * 1e3:.3f} mrad RMS ({before / max(after, 1e-12):.1f}x), {calls[0]} replays"
+    )
     # Statistical part (Gauss-Newton) plus the disagreement between the two estimators: where the
     # regression and the simulation-error optimum differ, the data do not pin the parameter down.
     std_vec = np.sqrt(_std(sol.jac, sol.fun, r1) ** 2 + (sol.x - x0) ** 2)

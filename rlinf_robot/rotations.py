@@ -112,7 +112,12 @@ def quat_from_matrix(m: np.ndarray) -> np.ndarray:
         if k == 0:
             s = 2.0 * np.sqrt(1.0 + tr[rows])
             q[rows] = np.stack(
-                [0.25 * s, (r[:, 2, 1] - r[:, 1, 2]) / s, (r[:, 0, 2] - r[:, 2, 0]) / s, (r[:, 1, 0] - r[:, 0, 1]) / s],
+                [
+                    0.25 * s,
+                    (r[:, 2, 1] - r[:, 1, 2]) / s,
+                    (r[:, 0, 2] - r[:, 2, 0]) / s,
+                    (r[:, 1, 0] - r[:, 0, 1]) / s,
+                ],
                 axis=1,
             )
             continue
@@ -150,4 +155,6 @@ def small_rotation_error(r_target: np.ndarray, r: np.ndarray) -> np.ndarray:
     """Rotation vector taking ``r`` to ``r_target`` from the skew part of ``r_target r^T``: exact to
     first order, which is all a Jacobian step needs (and cheaper than the log map)."""
     e = np.asarray(r_target) @ np.swapaxes(np.asarray(r), -1, -2)
-    return 0.5 * np.stack([e[..., 2, 1] - e[..., 1, 2], e[..., 0, 2] - e[..., 2, 0], e[..., 1, 0] - e[..., 0, 1]], -1)
+    return 0.5 * np.stack(
+        [e[..., 2, 1] - e[..., 1, 2], e[..., 0, 2] - e[..., 2, 0], e[..., 1, 0] - e[..., 0, 1]], -1
+    )

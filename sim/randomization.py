@@ -161,14 +161,19 @@ class DomainRandomization:
     joint_armature: ParamRange | None = ParamRange(0.9, 1.1)
     payload_mass: ParamRange | None = None  # absolute kg added to the hand
     object_mass: ParamRange | None = ParamRange(0.8, 1.25)
-    object_friction: ParamRange | None = ParamRange(0.7, 1.3)  # x sliding friction of every contact of the object
+    object_friction: ParamRange | None = ParamRange(
+        0.7, 1.3
+    )  # x sliding friction of every contact of the object
     actuator_gain: ParamRange | None = ParamRange(0.9, 1.1)
     obs_noise_std: float = 0.002  # Gaussian noise added to the state vector every step
     action_delay_steps: tuple[int, int] = (0, 1)  # control ticks, drawn per episode, inclusive
     control_jitter: float = 0.1  # +-fraction of physics substeps per control tick, drawn per tick
     camera_pos_std: float = 0.01  # m
     camera_rot_std: float = 0.03  # rad
-    light_range: tuple[float, float] | None = (0.6, 1.0)  # diffuse intensity of the scene's lights; None: nominal
+    light_range: tuple[float, float] | None = (
+        0.6,
+        1.0,
+    )  # diffuse intensity of the scene's lights; None: nominal
     color_jitter: float = 0.1  # +- on rgb of table and objects
 
     def __post_init__(self):
@@ -195,8 +200,16 @@ class DomainRandomization:
     def off(cls) -> DomainRandomization:
         """Nothing varies: nominal model, lights, colours and cameras, no noise, no delay, no jitter."""
         none = dict.fromkeys(_RANGE_FIELDS)
-        return cls(**none, obs_noise_std=0.0, action_delay_steps=(0, 0), control_jitter=0.0,
-                   camera_pos_std=0.0, camera_rot_std=0.0, light_range=None, color_jitter=0.0)
+        return cls(
+            **none,
+            obs_noise_std=0.0,
+            action_delay_steps=(0, 0),
+            control_jitter=0.0,
+            camera_pos_std=0.0,
+            camera_rot_std=0.0,
+            light_range=None,
+            color_jitter=0.0,
+        )
 
     @classmethod
     def from_dict(cls, raw: dict) -> DomainRandomization:
@@ -218,7 +231,9 @@ class DomainRandomization:
             raise ConfigError(f"n_sigma must be a finite number >= 0, got {n_sigma}")
         base = base or cls()
         ranges = {
-            key: ParamRange(np.maximum(m - n_sigma * fit.std[key], 0.0), m + n_sigma * fit.std[key], "absolute")
+            key: ParamRange(
+                np.maximum(m - n_sigma * fit.std[key], 0.0), m + n_sigma * fit.std[key], "absolute"
+            )
             for key, m in fit.mean.items()
         }
         return replace(base, **ranges)
@@ -227,7 +242,9 @@ class DomainRandomization:
         out: dict[str, Any] = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            out[f.name] = v.to_dict() if isinstance(v, ParamRange) else (list(v) if isinstance(v, tuple) else v)
+            out[f.name] = (
+                v.to_dict() if isinstance(v, ParamRange) else (list(v) if isinstance(v, tuple) else v)
+            )
         return out
 
     # ---------------------------------------------------------------- sampling
@@ -238,8 +255,16 @@ class DomainRandomization:
         one parameter off does not shift the others' random streams. ``<key>_kind`` says whether a
         range is absolute (True) or a scale on the nominal value (False).
         """
-        widths = {"link_mass": 8, "joint_damping": 7, "joint_frictionloss": 7, "joint_armature": 7,
-                  "payload_mass": 1, "object_mass": 1, "object_friction": 1, "actuator_gain": 7}
+        widths = {
+            "link_mass": 8,
+            "joint_damping": 7,
+            "joint_frictionloss": 7,
+            "joint_armature": 7,
+            "payload_mass": 1,
+            "object_mass": 1,
+            "object_friction": 1,
+            "actuator_gain": 7,
+        }
         out: dict[str, np.ndarray] = {}
         for key in _RANGE_FIELDS:
             u = rng.random(widths[key])  # always consumed

@@ -90,7 +90,9 @@ class Motion:
             resolved = rule.plan(plan.anchor, plan.actions)
             plan.targets, plan.widths = resolved.targets, resolved.widths
             plan.report.update(
-                scaled=int(resolved.scaled.sum()), clamped=int(resolved.clamped.sum()), lead_clamped=lead_clamped
+                scaled=int(resolved.scaled.sum()),
+                clamped=int(resolved.clamped.sum()),
+                lead_clamped=lead_clamped,
             )
         self.latest = plan
         return result
@@ -166,7 +168,9 @@ class Motion:
         width_cmd = None if plan.widths is None else float(plan.widths[index])
         decision = rules.check_target(target, width_cmd)
         if decision and plan.mode != decision.source_mode:
-            decision = SafeAction(decision.mode, decision.target, decision.gripper, plan.mode, decision.adjustments)
+            decision = SafeAction(
+                decision.mode, decision.target, decision.gripper, plan.mode, decision.adjustments
+            )
         return decision
 
     def _trace_until(self, plan: Plan, index: int) -> None:

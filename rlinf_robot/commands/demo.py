@@ -30,8 +30,10 @@ def run(args) -> int:
     except ConfigError as e:
         print(f"rlinf-robot demo: {e}")
         return 2
-    print("rlinf-robot demo: hybrid training on MuJoCo sim envs and the franka-sim arm (ROS 2 + bridge)",
-          flush=True)
+    print(
+        "rlinf-robot demo: hybrid training on MuJoCo sim envs and the franka-sim arm (ROS 2 + bridge)",
+        flush=True,
+    )
     result = TrainJob(cfg).run()
     return verdict(result, cfg)
 
@@ -46,7 +48,9 @@ def verdict(result, cfg) -> int:
         problems.append("sim pre-training did not finish")
     arm = ev.get("arm")
     if cfg.eval.arm_episodes and (arm is None or arm["n"] < cfg.eval.arm_episodes):
-        problems.append(f"the arm evaluation ran {0 if arm is None else arm['n']} of {cfg.eval.arm_episodes} episodes")
+        problems.append(
+            f"the arm evaluation ran {0 if arm is None else arm['n']} of {cfg.eval.arm_episodes} episodes"
+        )
     episodes = result.state.episodes
     if not any(k.startswith("real:") and v for k, v in episodes.items()):
         problems.append("no real episode was trained on")
@@ -54,7 +58,9 @@ def verdict(result, cfg) -> int:
     for key in ("sim", "baseline_arm", "arm"):
         if key in ev:
             r = ev[key]
-            print(f"  {key:13s}: {r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] ({r['successes']}/{r['n']})")
+            print(
+                f"  {key:13s}: {r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] ({r['successes']}/{r['n']})"
+            )
     print(f"  episodes     : {episodes}")
     print(f"  report       : {result.report}")
     if problems:

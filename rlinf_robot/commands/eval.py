@@ -25,7 +25,9 @@ def run(args) -> int:
         print(f"rlinf-robot eval: {e}")
         return 2
     for key, r in out.items():
-        print(f"{key}: success {r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] ({r['successes']}/{r['n']})")
+        print(
+            f"{key}: success {r['rate']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] ({r['successes']}/{r['n']})"
+        )
     return 0
 
 

@@ -63,8 +63,15 @@ DEFAULT_FEATURES: dict[str, dict[str, Any]] = {
 }
 _NUMERIC = {"float32", "float64", "int32", "int64", "bool"}
 _RESERVED_EPISODE_KEYS = {
-    "episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
-    "dataset_to_index", "meta/episodes/chunk_index", "meta/episodes/file_index",
+    "episode_index",
+    "tasks",
+    "length",
+    "data/chunk_index",
+    "data/file_index",
+    "dataset_from_index",
+    "dataset_to_index",
+    "meta/episodes/chunk_index",
+    "meta/episodes/file_index",
 }
 
 
@@ -128,8 +135,13 @@ class _Atomic:
 def _stats_of(values: np.ndarray) -> dict[str, np.ndarray]:
     """min / max / mean / std / count over axis 0 of ``values`` (frames x dims), as float64."""
     v = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
-    return {"min": v.min(0), "max": v.max(0), "mean": v.mean(0), "std": v.std(0),
-            "count": np.array([len(v)], dtype=np.int64)}
+    return {
+        "min": v.min(0),
+        "max": v.max(0),
+        "mean": v.mean(0),
+        "std": v.std(0),
+        "count": np.array([len(v)], dtype=np.int64),
+    }
 
 
 def _merge_stats(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -137,9 +149,16 @@ def _merge_stats(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str
     na, nb = float(a["count"][0]), float(b["count"][0])
     n = na + nb
     mean = (na * a["mean"] + nb * b["mean"]) / n
-    var = (na * (a["std"] ** 2 + (a["mean"] - mean) ** 2) + nb * (b["std"] ** 2 + (b["mean"] - mean) ** 2)) / n
-    return {"min": np.minimum(a["min"], b["min"]), "max": np.maximum(a["max"], b["max"]), "mean": mean,
-            "std": np.sqrt(np.maximum(var, 0.0)), "count": np.array([int(n)], dtype=np.int64)}
+    var = (
+        na * (a["std"] ** 2 + (a["mean"] - mean) ** 2) + nb * (b["std"] ** 2 + (b["mean"] - mean) ** 2)
+    ) / n
+    return {
+        "min": np.minimum(a["min"], b["min"]),
+        "max": np.maximum(a["max"], b["max"]),
+        "mean": mean,
+        "std": np.sqrt(np.maximum(var, 0.0)),
+        "count": np.array([int(n)], dtype=np.int64),
+    }
 
 
 class _ImageStats:
@@ -164,16 +183,27 @@ class _ImageStats:
     def result(self) -> dict[str, np.ndarray]:
         mean = self.sum / self.pixels
         std = np.sqrt(np.maximum(self.sumsq / self.pixels - mean * mean, 0.0))
-        return {"min": self.min, "max": self.max, "mean": mean, "std": std,
-                "count": np.array([self.n], dtype=np.int64)}
+        return {
+            "min": self.min,
+            "max": self.max,
+            "mean": mean,
+            "std": std,
+            "count": np.array([self.n], dtype=np.int64),
+        }
 
 
 def _stats_to_json(stats: dict[str, dict[str, np.ndarray]], features: dict[str, dict]) -> dict:
     out = {}
     for key, st in stats.items():
         image = features.get(key, {}).get("dtype") == "image"
-        out[key] = {name: (np.asarray(v).reshape(-1, 1, 1).tolist() if image and name != "count"
-                           else np.asarray(v).tolist()) for name, v in st.items()}
+        out[key] = {
+            name: (
+                np.asarray(v).reshape(-1, 1, 1).tolist()
+                if image and name != "count"
+                else np.asarray(v).tolist()
+            )
+            for name, v in st.items()
+        }
     return out
 
 
@@ -205,8 +235,14 @@ def _arrow_type(ft: dict[str, Any]):
     dtype, shape = ft["dtype"], ft["shape"]
     if dtype == "image":
         return pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-    scalar = {"float32": pa.float32(), "float64": pa.float64(), "int32": pa.int32(), "int64": pa.int64(),
-              "bool": pa.bool_(), "string": pa.string()}[dtype]
+    scalar = {
+        "float32": pa.float32(),
+        "float64": pa.float64(),
+        "int32": pa.int32(),
+        "int64": pa.int64(),
+        "bool": pa.bool_(),
+        "string": pa.string(),
+    }[dtype]
     return scalar if shape == [1] else pa.list_(scalar, shape[0])
 
 
@@ -237,19 +273,38 @@ def _tasks_table(tasks: list[str]):
 
     pandas_meta = {
         "index_columns": ["task"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode", "numpy_type": "object",
-                            "metadata": {"encoding": "UTF-8"}}],
+        "column_indexes": [
+            {
+                "name": None,
+                "field_name": None,
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": {"encoding": "UTF-8"},
+            }
+        ],
         "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64",
-             "metadata": None},
-            {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object",
-             "metadata": None},
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {
+                "name": "task",
+                "field_name": "task",
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": None,
+            },
         ],
         "creator": {"library": "pyarrow", "version": pa.__version__},
         "pandas_version": "2.2.3",
     }
-    schema = pa.schema([("task_index", pa.int64()), ("task", pa.string())],
-                       metadata={b"pandas": json.dumps(pandas_meta).encode()})
+    schema = pa.schema(
+        [("task_index", pa.int64()), ("task", pa.string())],
+        metadata={b"pandas": json.dumps(pandas_meta).encode()},
+    )
     return pa.table({"task_index": list(range(len(tasks))), "task": list(tasks)}, schema=schema)
 
 
@@ -266,8 +321,9 @@ class LeRobotWriter:
     Not thread-safe: one writer per dataset, used by one thread.
     """
 
-    def __init__(self, root: str | Path, features: dict[str, dict[str, Any]], fps: int,
-                 robot_type: str | None = None):
+    def __init__(
+        self, root: str | Path, features: dict[str, dict[str, Any]], fps: int, robot_type: str | None = None
+    ):
         import pyarrow  # noqa: F401 - fail here, not at the first commit, when it is missing
 
         if int(fps) != fps or fps <= 0:
@@ -304,8 +360,9 @@ class LeRobotWriter:
         :meth:`save_episode`). ``frame`` has every feature; one task string per episode."""
         missing, extra = set(self.features) - set(frame), set(frame) - set(self.features)
         if missing or extra:
-            raise ValueError(f"frame keys do not match the features: missing {sorted(missing)}, "
-                             f"unexpected {sorted(extra)}")
+            raise ValueError(
+                f"frame keys do not match the features: missing {sorted(missing)}, unexpected {sorted(extra)}"
+            )
         if self._task is None:
             self._task = str(task)
         elif str(task) != self._task:
@@ -317,7 +374,9 @@ class LeRobotWriter:
             if ft["dtype"] == "image":
                 img = np.asarray(v)
                 if img.dtype != np.uint8 or list(img.shape) != ft["shape"]:
-                    raise ValueError(f"{name}: expected uint8 {ft['shape']}, got {img.dtype} {list(img.shape)}")
+                    raise ValueError(
+                        f"{name}: expected uint8 {ft['shape']}, got {img.dtype} {list(img.shape)}"
+                    )
                 images[name] = img
                 v = _png(img)
             elif ft["dtype"] == "string":
@@ -374,8 +433,9 @@ class LeRobotWriter:
                 if ft["shape"] == [1]:
                     cols[name] = pa.array(arr.reshape(-1), type=typ)
                 else:
-                    cols[name] = pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), type=typ.value_type),
-                                                                   ft["shape"][0])
+                    cols[name] = pa.FixedSizeListArray.from_arrays(
+                        pa.array(arr.reshape(-1), type=typ.value_type), ft["shape"][0]
+                    )
         frame_index = np.arange(n, dtype=np.int64)
         defaults = {
             "timestamp": (frame_index / self.fps).astype(np.float32),
@@ -392,15 +452,22 @@ class LeRobotWriter:
         chunk, file = divmod(ep, CHUNKS_SIZE)
         meta_chunk, meta_file = divmod(ep // EPISODES_PER_META_FILE, CHUNKS_SIZE)
         row: dict[str, Any] = {
-            "episode_index": ep, "tasks": [task], "length": n,
-            "data/chunk_index": chunk, "data/file_index": file,
-            "dataset_from_index": first, "dataset_to_index": first + n,
-            "meta/episodes/chunk_index": meta_chunk, "meta/episodes/file_index": meta_file,
+            "episode_index": ep,
+            "tasks": [task],
+            "length": n,
+            "data/chunk_index": chunk,
+            "data/file_index": file,
+            "dataset_from_index": first,
+            "dataset_to_index": first + n,
+            "meta/episodes/chunk_index": meta_chunk,
+            "meta/episodes/file_index": meta_file,
         }
         for key, value in (meta or {}).items():
             if key in _RESERVED_EPISODE_KEYS or key.startswith("stats/"):
                 raise ValueError(f"episode meta key {key!r} is the writer's")
-            row[key] = value if isinstance(value, (str, bool, int, float)) or value is None else json.dumps(value)
+            row[key] = (
+                value if isinstance(value, (str, bool, int, float)) or value is None else json.dumps(value)
+            )
         for name, st in ep_stats.items():
             for stat, v in st.items():
                 row[f"stats/{name}/{stat}"] = np.asarray(v).reshape(-1).tolist()
@@ -409,15 +476,20 @@ class LeRobotWriter:
         for name, st in ep_stats.items():
             stats[name] = _merge_stats(stats[name], st) if name in stats else st
         info = dict(self.info)
-        info.update(total_episodes=ep + 1, total_frames=first + n, total_tasks=len(tasks),
-                    splits={"train": f"0:{ep + 1}"})
+        info.update(
+            total_episodes=ep + 1,
+            total_frames=first + n,
+            total_tasks=len(tasks),
+            splits={"train": f"0:{ep + 1}"},
+        )
 
         # commit: data, episodes meta, tasks, stats, and info.json last (the commit point)
         self._atomic.write_table(DATA_PATH.format(chunk_index=chunk, file_index=file), table)
         rows = self._meta_rows.setdefault((meta_chunk, meta_file), [])
         rows.append(row)
-        self._atomic.write_table(EPISODES_PATH.format(chunk_index=meta_chunk, file_index=meta_file),
-                                 _rows_table(rows))
+        self._atomic.write_table(
+            EPISODES_PATH.format(chunk_index=meta_chunk, file_index=meta_file), _rows_table(rows)
+        )
         if new_task:
             self._atomic.write_table(TASKS_PATH, _tasks_table(tasks))
         self._atomic.write_json(STATS_PATH, _stats_to_json(stats, self._all_features()))
@@ -459,13 +531,17 @@ class LeRobotWriter:
     def _open(self) -> None:
         info = json.loads((self.root / INFO_PATH).read_text())
         if info.get("codebase_version") != CODEBASE_VERSION:
-            raise DatasetError(f"{self.root}: codebase_version {info.get('codebase_version')!r}, "
-                               f"this writer appends to {CODEBASE_VERSION} datasets only")
+            raise DatasetError(
+                f"{self.root}: codebase_version {info.get('codebase_version')!r}, "
+                f"this writer appends to {CODEBASE_VERSION} datasets only"
+            )
         theirs = {k: v for k, v in info["features"].items() if k not in DEFAULT_FEATURES}
         if theirs != self.features or int(info["fps"]) != self.fps:
-            raise DatasetError(f"{self.root} holds a dataset with other features or fps "
-                               f"(fps {info['fps']} vs {self.fps}; features {sorted(theirs)} vs "
-                               f"{sorted(self.features)}): record into another directory")
+            raise DatasetError(
+                f"{self.root} holds a dataset with other features or fps "
+                f"(fps {info['fps']} vs {self.fps}; features {sorted(theirs)} vs "
+                f"{sorted(self.features)}): record into another directory"
+            )
         self.info = info
         self.robot_type = info.get("robot_type")
         repair(self.root)
@@ -500,8 +576,9 @@ def _row_stats(row: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
     for key, v in row.items():
         m = re.fullmatch(r"stats/(.+)/(min|max|mean|std|count)", key)
         if m and v is not None:
-            out.setdefault(m.group(1), {})[m.group(2)] = np.asarray(v, dtype=np.int64 if m.group(2) == "count"
-                                                                    else np.float64)
+            out.setdefault(m.group(1), {})[m.group(2)] = np.asarray(
+                v, dtype=np.int64 if m.group(2) == "count" else np.float64
+            )
     return {k: v for k, v in out.items() if len(v) == 5}
 
 
@@ -546,8 +623,10 @@ def repair(root: str | Path) -> dict[str, int]:
                 path.unlink()
     rows = _episode_rows(root, committed)
     if len(rows) != committed or [r["episode_index"] for r in rows] != list(range(committed)):
-        raise DatasetError(f"{root}: meta/info.json counts {committed} episodes, meta/episodes has "
-                           f"{len(rows)} of them: the dataset is damaged")
+        raise DatasetError(
+            f"{root}: meta/info.json counts {committed} episodes, meta/episodes has "
+            f"{len(rows)} of them: the dataset is damaged"
+        )
     wanted = {(r["data/chunk_index"], r["data/file_index"]) for r in rows}
     for path in sorted((root / "data").glob("chunk-*/file-*.parquet")):
         m = re.fullmatch(r"chunk-(\d+)/file-(\d+)\.parquet", str(path.relative_to(root / "data")))

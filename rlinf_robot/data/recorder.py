@@ -38,8 +38,10 @@ import numpy as np
 
 from rlinf_robot.data.lerobot_writer import LeRobotWriter
 
-_ACTION_NAMES = {"ee_delta": ["dx", "dy", "dz", "drx", "dry", "drz"],
-                 "joint_delta": [f"dq{i}" for i in range(7)]}
+_ACTION_NAMES = {
+    "ee_delta": ["dx", "dy", "dz", "drx", "dry", "drz"],
+    "joint_delta": [f"dq{i}" for i in range(7)],
+}
 
 
 def _state_names(obs_spec) -> list[str] | None:
@@ -61,8 +63,15 @@ class RealEpisodeRecorder:
     The dataset is created at the first episode (its action width depends on the policy's chunk
     length); episodes without a single step are skipped (counted in ``skipped``)."""
 
-    def __init__(self, root: str | Path, action_spec, obs_spec, control_hz: float, task: str = "",
-                 robot_type: str = "franka_fr3"):
+    def __init__(
+        self,
+        root: str | Path,
+        action_spec,
+        obs_spec,
+        control_hz: float,
+        task: str = "",
+        robot_type: str = "franka_fr3",
+    ):
         self.root = Path(root)
         self.action_spec, self.obs_spec = action_spec, obs_spec
         self.control_hz = float(control_hz)
@@ -77,31 +86,42 @@ class RealEpisodeRecorder:
         names = _action_names(self.action_spec, horizon)
         scalar = {"shape": [1], "names": None}
         feats: dict[str, dict[str, Any]] = {
-            "observation.state": {"dtype": "float32", "shape": [int(self.obs_spec.state_shape[0])],
-                                  "names": _state_names(self.obs_spec)},
+            "observation.state": {
+                "dtype": "float32",
+                "shape": [int(self.obs_spec.state_shape[0])],
+                "names": _state_names(self.obs_spec),
+            },
         }
         for cam, shape in sorted((self.obs_spec.images or {}).items()):
-            feats[f"observation.images.{cam}"] = {"dtype": "image", "shape": [int(s) for s in shape], "names": None}
-        feats.update({
-            "action": {"dtype": "float32", "shape": [width], "names": names},
-            "policy.raw_action": {"dtype": "float32", "shape": [width], "names": names},
-            "policy.log_prob": {"dtype": "float32", **scalar},
-            "policy.value": {"dtype": "float32", **scalar},
-            "policy.version": {"dtype": "int64", **scalar},
-            "next.reward": {"dtype": "float32", **scalar},
-            "next.done": {"dtype": "bool", **scalar},
-            "next.success": {"dtype": "bool", **scalar},
-            "executed": {"dtype": "int64", **scalar},
-            "source": {"dtype": "string", **scalar},
-            "intervened": {"dtype": "bool", **scalar},
-            "wall_time": {"dtype": "float64", **scalar},
-        })
+            feats[f"observation.images.{cam}"] = {
+                "dtype": "image",
+                "shape": [int(s) for s in shape],
+                "names": None,
+            }
+        feats.update(
+            {
+                "action": {"dtype": "float32", "shape": [width], "names": names},
+                "policy.raw_action": {"dtype": "float32", "shape": [width], "names": names},
+                "policy.log_prob": {"dtype": "float32", **scalar},
+                "policy.value": {"dtype": "float32", **scalar},
+                "policy.version": {"dtype": "int64", **scalar},
+                "next.reward": {"dtype": "float32", **scalar},
+                "next.done": {"dtype": "bool", **scalar},
+                "next.success": {"dtype": "bool", **scalar},
+                "executed": {"dtype": "int64", **scalar},
+                "source": {"dtype": "string", **scalar},
+                "intervened": {"dtype": "bool", **scalar},
+                "wall_time": {"dtype": "float64", **scalar},
+            }
+        )
         return feats
 
     def _open(self, horizon: int) -> LeRobotWriter:
         if self.writer is None:
             fps = max(1, round(self.control_hz / horizon))
-            self.writer = LeRobotWriter(self.root, self._features(horizon), fps=fps, robot_type=self.robot_type)
+            self.writer = LeRobotWriter(
+                self.root, self._features(horizon), fps=fps, robot_type=self.robot_type
+            )
         return self.writer
 
     def record(self, episode: dict[str, Any], kind: str = "train") -> int | None:
@@ -145,14 +165,23 @@ class RealEpisodeRecorder:
                 frame[f"observation.images.{cam}"] = images[cam][t]
             writer.add_frame(frame, task=task)
         versions = np.asarray(episode["versions"])
-        index = writer.save_episode({
-            "source": meta["source"], "kind": kind, "aborted": bool(meta["aborted"]),
-            "abort_reason": meta.get("reason", ""), "success": bool(meta["success"]),
-            "return": float(meta["return"]), "steps": int(meta["steps"]),
-            "policy_version_min": int(versions.min()), "policy_version_max": int(versions.max()),
-            "t_start": float(meta["t_start"]), "t_end": float(meta["t_end"]),
-            "goal": json.dumps(meta.get("goal")), "rejections": json.dumps(meta.get("rejections", {})),
-            "final_state": json.dumps(np.asarray(episode["final_state"], dtype=float).tolist()),
-        })
+        index = writer.save_episode(
+            {
+                "source": meta["source"],
+                "kind": kind,
+                "aborted": bool(meta["aborted"]),
+                "abort_reason": meta.get("reason", ""),
+                "success": bool(meta["success"]),
+                "return": float(meta["return"]),
+                "steps": int(meta["steps"]),
+                "policy_version_min": int(versions.min()),
+                "policy_version_max": int(versions.max()),
+                "t_start": float(meta["t_start"]),
+                "t_end": float(meta["t_end"]),
+                "goal": json.dumps(meta.get("goal")),
+                "rejections": json.dumps(meta.get("rejections", {})),
+                "final_state": json.dumps(np.asarray(episode["final_state"], dtype=float).tolist()),
+            }
+        )
         self.recorded += 1
         return index

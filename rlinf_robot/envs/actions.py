@@ -16,7 +16,9 @@ from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH
 from rlinf_robot.safety.limits import SafetyLimits
 
 
-def safe_action_spec(mode: str, gripper: bool, control_hz: float, limits: SafetyLimits | None = None) -> ActionSpec:
+def safe_action_spec(
+    mode: str, gripper: bool, control_hz: float, limits: SafetyLimits | None = None
+) -> ActionSpec:
     if mode not in ACTION_MODES:
         raise ConfigError(f"action_mode {mode!r} not in {sorted(ACTION_MODES)}")
     limits = limits or SafetyLimits.from_yaml()
@@ -30,7 +32,9 @@ def safe_action_spec(mode: str, gripper: bool, control_hz: float, limits: Safety
         low = np.append(low, np.float32(0.0))
         high = np.append(high, np.float32(GRIPPER_MAX_WIDTH))
     width = ACTION_MODES[mode] + int(gripper)
-    return ActionSpec(mode, (width,), low.astype(np.float32), high.astype(np.float32), float(control_hz), gripper)
+    return ActionSpec(
+        mode, (width,), low.astype(np.float32), high.astype(np.float32), float(control_hz), gripper
+    )
 
 
 def check_actions(actions, spec: ActionSpec, num_envs: int) -> np.ndarray:

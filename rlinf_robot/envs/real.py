@@ -202,7 +202,9 @@ class RealRobotEnv(BatchedEnv):
 
     def _state_now(self) -> np.ndarray:
         robot = np.stack([robot_state(o) for o in self._obs])
-        batch = self._batch(robot[:, :7], robot[:, 14:17], robot[:, 17:21], robot[:, 21], range(self.num_envs))
+        batch = self._batch(
+            robot[:, :7], robot[:, 14:17], robot[:, 17:21], robot[:, 21], range(self.num_envs)
+        )
         return np.concatenate([robot, self.task.observe(batch)], axis=1).astype(np.float32)
 
     def _run_rows(self, actions: np.ndarray, budget: np.ndarray) -> RowResults:
@@ -347,9 +349,15 @@ class RealRobotEnv(BatchedEnv):
         step = float(np.min(limits.joint_step_limit(rate_hz)))
         gap = float(np.max(np.abs(np.asarray(q) - self._obs[i].joint_pos[:7])))
         rows = int(np.ceil(gap / step)) + 3
-        seq = c.send_chunk(np.tile(np.asarray(q, np.float64), (rows, 1)), "joint_position", rate_hz, obs=self._obs[i])
-        self._await(i, lambda o: o.chunk_seq >= seq and not o.chunk_active, self.cfg.reset_timeout_s,
-                    "the move to the start pose")
+        seq = c.send_chunk(
+            np.tile(np.asarray(q, np.float64), (rows, 1)), "joint_position", rate_hz, obs=self._obs[i]
+        )
+        self._await(
+            i,
+            lambda o: o.chunk_seq >= seq and not o.chunk_active,
+            self.cfg.reset_timeout_s,
+            "the move to the start pose",
+        )
         errs = c.take_errors(ref_seq=seq)
         if errs:
             raise CommandRefused(errs[0].code, f"moving to the task's start pose: {errs[0].message}")

@@ -175,7 +175,9 @@ class BatchedEnv(abc.ABC):
         a = np.asarray(actions, dtype=np.float32)
         n = self.num_envs
         if a.ndim != 3 or a.shape[0] != n or a.shape[2:] != self.action_spec.shape or a.shape[1] < 1:
-            raise ValueError(f"chunk_step needs actions [N={n}, H>=1, {self.action_spec.shape[0]}], got {a.shape}")
+            raise ValueError(
+                f"chunk_step needs actions [N={n}, H>=1, {self.action_spec.shape[0]}], got {a.shape}"
+            )
         if not np.all(np.isfinite(a)):
             raise ValueError("actions contain NaN or inf; nothing was applied")
         if not hasattr(self, "steps"):
@@ -191,7 +193,12 @@ class BatchedEnv(abc.ABC):
         terminated = (res.terminated & ran).any(axis=1) | (success & self.terminate_on_success)
         truncated = ~terminated & ((res.truncated & ran).any(axis=1) | (self.steps >= self.max_episode_steps))
         done = terminated | truncated
-        info: dict[str, Any] = {"success": success, "done": done.copy(), "executed": res.executed, **res.extra}
+        info: dict[str, Any] = {
+            "success": success,
+            "done": done.copy(),
+            "executed": res.executed,
+            **res.extra,
+        }
         if done.any():
             idx = np.flatnonzero(done)
             info["final_state"] = res.final_state

@@ -24,8 +24,18 @@ from typing import Any
 import numpy as np
 
 #: The per-step arrays of an episode (``RealEnvWorker`` records them).
-STEP_KEYS = ("actions", "raw_actions", "log_prob", "value", "versions", "rewards", "terminated",
-             "truncated", "success", "executed")
+STEP_KEYS = (
+    "actions",
+    "raw_actions",
+    "log_prob",
+    "value",
+    "versions",
+    "rewards",
+    "terminated",
+    "truncated",
+    "success",
+    "executed",
+)
 
 
 @dataclass

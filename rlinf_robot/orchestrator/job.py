@@ -106,7 +106,10 @@ class TrainJob:
         self.state = JobState()
         self.robot = None  # RobotUpProcess of the embedded robot PC
         self.endpoints: list[str] = list(cfg.robot.endpoints)
-        self.sources = [f"real:{n}" for n in (cfg.robot.names or [f"arm{i}" for i in range(max(1, len(cfg.robot.endpoints)))])]
+        self.sources = [
+            f"real:{n}"
+            for n in (cfg.robot.names or [f"arm{i}" for i in range(max(1, len(cfg.robot.endpoints)))])
+        ]
         self.sim_source = f"sim:{cfg.task.name}"
         self.scheduler = None
         self.groups: dict[str, Any] = {}
@@ -157,17 +160,23 @@ class TrainJob:
         if cfg.uses_arm and cfg.robot.kind == "sim_local":
             from rlinf_robot.orchestrator import robot_pc
 
-            self.robot, endpoint = robot_pc.start(cfg.robot.config, cfg.robot.overrides, self.run_dir,
-                                                  cfg.robot.ready_timeout_s)
+            self.robot, endpoint = robot_pc.start(
+                cfg.robot.config, cfg.robot.overrides, self.run_dir, cfg.robot.ready_timeout_s
+            )
             self.endpoints = [endpoint]
         self._write_manifest()
         self._say(f"run dir {self.run_dir}")
         self._start_workers()
         from rlinf_robot.orchestrator.metrics import MetricsLog
 
-        self.metrics = MetricsLog(self.run_dir, json.loads(json.dumps(asdict(self.cfg), default=str)),
-                                  "disabled" if self._eval_only else cfg.run.wandb, name=self.run_dir.name,
-                                  resume=self.resumed, append=not self._eval_only)
+        self.metrics = MetricsLog(
+            self.run_dir,
+            json.loads(json.dumps(asdict(self.cfg), default=str)),
+            "disabled" if self._eval_only else cfg.run.wandb,
+            name=self.run_dir.name,
+            resume=self.resumed,
+            append=not self._eval_only,
+        )
         if self.resumed:
             self._restore_checkpoint()
         self._push_weights()
@@ -203,47 +212,102 @@ class TrainJob:
         # With the robot PC on this machine (the embedded default) the learner's workers yield the
         # CPU to the arm's loops (franka-sim, franka_node, bridge_node), as separate machines would.
         learner_env = {"RLINF_WORKER_NICE": str(cfg.run.learner_nice)} if self.robot is not None else {}
-        self._say(f"cluster up: placement {self.scheduler.config.mode}, groups "
-                  f"{', '.join(f'{g.name} x{g.num_ranks}' for g in self.scheduler.config.groups)}")
+        self._say(
+            f"cluster up: placement {self.scheduler.config.mode}, groups "
+            f"{', '.join(f'{g.name} x{g.num_ranks}' for g in self.scheduler.config.groups)}"
+        )
         policy_kwargs = dict(cfg.policy.kwargs)
-        real_env = {**dict(cfg.robot.env), "task": cfg.task.name, "task_options": dict(cfg.task.options),
-                    "action_mode": cfg.task.action_mode, "control_hz": cfg.task.control_hz,
-                    "terminate_on_success": cfg.task.terminate_on_success}
+        real_env = {
+            **dict(cfg.robot.env),
+            "task": cfg.task.name,
+            "task_options": dict(cfg.task.options),
+            "action_mode": cfg.task.action_mode,
+            "control_hz": cfg.task.control_hz,
+            "terminate_on_success": cfg.task.terminate_on_success,
+        }
         specs = None
         if cfg.uses_sim:
-            sim_kwargs = {**dict(cfg.sim.kwargs), "action_mode": cfg.task.action_mode, "control_hz": cfg.task.control_hz,
-                          "terminate_on_success": cfg.task.terminate_on_success}
+            sim_kwargs = {
+                **dict(cfg.sim.kwargs),
+                "action_mode": cfg.task.action_mode,
+                "control_hz": cfg.task.control_hz,
+                "terminate_on_success": cfg.task.terminate_on_success,
+            }
             if cfg.task.options:
                 sim_kwargs["task_options"] = dict(cfg.task.options)
-            env = self.scheduler.launch("env", SimEnvWorker, env=learner_env, kwargs=dict(
-                env=cfg.sim_env, num_envs=cfg.sim.num_envs, env_kwargs=sim_kwargs,
-                num_shards=cfg.sim.num_shards, seed=cfg.seed))
+            env = self.scheduler.launch(
+                "env",
+                SimEnvWorker,
+                env=learner_env,
+                kwargs=dict(
+                    env=cfg.sim_env,
+                    num_envs=cfg.sim.num_envs,
+                    env_kwargs=sim_kwargs,
+                    num_shards=cfg.sim.num_shards,
+                    seed=cfg.seed,
+                ),
+            )
             spec = env.call_rank(0, "env_spec").wait_one(120)
             action_spec = action_spec_from_dict(spec["action_spec"])
             self.groups["env"] = env
-            self.groups["rollout"] = self.scheduler.launch("rollout", RolloutWorker, env=learner_env, kwargs=dict(
-                action_spec=spec["action_spec"], state_dim=spec["state_dim"], policy=cfg.policy.name,
-                policy_kwargs=policy_kwargs, seed=cfg.seed))
+            self.groups["rollout"] = self.scheduler.launch(
+                "rollout",
+                RolloutWorker,
+                env=learner_env,
+                kwargs=dict(
+                    action_spec=spec["action_spec"],
+                    state_dim=spec["state_dim"],
+                    policy=cfg.policy.name,
+                    policy_kwargs=policy_kwargs,
+                    seed=cfg.seed,
+                ),
+            )
             specs = (action_spec, spec["state_dim"])
         if cfg.uses_arm:
             r_action, r_obs = RealRobotEnv.specs(RealEnvConfig.from_dict(real_env))
-            if specs is not None and (r_action.shape != specs[0].shape or r_obs.state_shape[0] != specs[1]
-                                      or not np.allclose(r_action.high, specs[0].high)):
-                raise ConfigError(f"the sim env ({cfg.sim_env}) and the arm disagree on actions or state "
-                                  f"({specs[0].shape}/{specs[1]} vs {r_action.shape}/{r_obs.state_shape[0]})")
+            if specs is not None and (
+                r_action.shape != specs[0].shape
+                or r_obs.state_shape[0] != specs[1]
+                or not np.allclose(r_action.high, specs[0].high)
+            ):
+                raise ConfigError(
+                    f"the sim env ({cfg.sim_env}) and the arm disagree on actions or state "
+                    f"({specs[0].shape}/{specs[1]} vs {r_action.shape}/{r_obs.state_shape[0]})"
+                )
             specs = specs or (r_action, r_obs.state_shape[0])
             # concurrent methods: stats / stop / take_episodes answer while an episode or an
             # evaluation runs (the worker's own state is guarded for that)
-            self.groups["real"] = self.scheduler.launch("real", RealEnvWorker, max_concurrency=4, kwargs=dict(
-                endpoint=self.endpoints, env=real_env, policy=cfg.policy.name, policy_kwargs=policy_kwargs,
-                source=self.sources, client=dict(cfg.robot.client), seed=cfg.seed,
-                deterministic=cfg.hybrid.deterministic_real, noise_scale=cfg.hybrid.real_noise_scale,
-                record_dir=str(self.run_dir / "datasets") if cfg.run.record_real else ""))
+            self.groups["real"] = self.scheduler.launch(
+                "real",
+                RealEnvWorker,
+                max_concurrency=4,
+                kwargs=dict(
+                    endpoint=self.endpoints,
+                    env=real_env,
+                    policy=cfg.policy.name,
+                    policy_kwargs=policy_kwargs,
+                    source=self.sources,
+                    client=dict(cfg.robot.client),
+                    seed=cfg.seed,
+                    deterministic=cfg.hybrid.deterministic_real,
+                    noise_scale=cfg.hybrid.real_noise_scale,
+                    record_dir=str(self.run_dir / "datasets") if cfg.run.record_real else "",
+                ),
+            )
         objective, objective_cfg = self.settings.objective()
-        self.groups["actor"] = self.scheduler.launch("actor", ActorWorker, env=learner_env, kwargs=dict(
-            policy=cfg.policy.name,
-            policy_cfg={"action_spec": specs[0], "state_dim": specs[1], **policy_kwargs},
-            objective=objective, objective_cfg=objective_cfg, trainer=self.settings.trainer(), seed=cfg.seed))
+        self.groups["actor"] = self.scheduler.launch(
+            "actor",
+            ActorWorker,
+            env=learner_env,
+            kwargs=dict(
+                policy=cfg.policy.name,
+                policy_cfg={"action_spec": specs[0], "state_dim": specs[1], **policy_kwargs},
+                objective=objective,
+                objective_cfg=objective_cfg,
+                trainer=self.settings.trainer(),
+                seed=cfg.seed,
+            ),
+        )
         self.groups["actor"].call("setup").wait(300)
 
     # ================================================================== the loop
@@ -258,8 +322,14 @@ class TrainJob:
             self._start_progress()
             if self.cfg.mode == "hybrid" and not self.state.pretrained:
                 self._pretrain()
-            if self.cfg.mode == "hybrid" and self.state.baseline is None and self.cfg.eval.baseline_arm_episodes:
-                self.state.baseline = self._evaluate_arm(self.cfg.eval.baseline_arm_episodes, "baseline (sim-only policy)")
+            if (
+                self.cfg.mode == "hybrid"
+                and self.state.baseline is None
+                and self.cfg.eval.baseline_arm_episodes
+            ):
+                self.state.baseline = self._evaluate_arm(
+                    self.cfg.eval.baseline_arm_episodes, "baseline (sim-only policy)"
+                )
             self._train()
             self._checkpoint()
             self._evaluate()
@@ -287,7 +357,9 @@ class TrainJob:
                 out["sim"] = self._evaluate_sim(self.cfg.eval.sim_episodes).to_dict()
                 self._say(f"sim: success {wilson(out['sim']['successes'], out['sim']['n'])}")
             if "arm" in on and self.cfg.uses_arm:
-                out["arm"] = self._evaluate_arm(self.cfg.eval.arm_episodes, f"checkpoint of update {self.state.update}")
+                out["arm"] = self._evaluate_arm(
+                    self.cfg.eval.arm_episodes, f"checkpoint of update {self.state.update}"
+                )
             path = self.run_dir / f"eval-{time.strftime('%Y%m%d-%H%M%S')}.json"
             path.write_text(json.dumps({"update": self.state.update, **out}, indent=2, default=float))
             self._say(f"results: {path}")
@@ -301,17 +373,24 @@ class TrainJob:
     def _pretrain(self) -> None:
         b = self.cfg.budget
         self.state.phase = "pretrain"
-        self._say(f"pre-training in sim: until {b.pretrain_target:.2f} training success or {b.pretrain_wall_s:g} s")
+        self._say(
+            f"pre-training in sim: until {b.pretrain_target:.2f} training success or {b.pretrain_wall_s:g} s"
+        )
         start = time.monotonic()
         while time.monotonic() - start < b.pretrain_wall_s:
             self._update(use_real=False)
-            if self._sim.success(b.pretrain_window) >= b.pretrain_target and len(self._sim.finished) >= b.pretrain_window:
+            if (
+                self._sim.success(b.pretrain_window) >= b.pretrain_target
+                and len(self._sim.finished) >= b.pretrain_window
+            ):
                 break
             if self._stop.is_set():
                 raise KeyboardInterrupt
         self.state.pretrained = True
-        self._say(f"pre-training done after {self.state.update} updates: sim training success "
-                  f"{self._sim.success(b.pretrain_window):.2f}")
+        self._say(
+            f"pre-training done after {self.state.update} updates: sim training success "
+            f"{self._sim.success(b.pretrain_window):.2f}"
+        )
 
     def _wait_robot(self) -> None:
         """The embedded robot PC was started in the background at set-up: wait until it is up."""
@@ -335,7 +414,9 @@ class TrainJob:
                 break
             if b.updates is not None and self.state.update - start_update >= b.updates:
                 break
-            if not cfg.uses_sim and not self._wait_real(cfg.hybrid.min_real_episodes, b.wall_s - elapsed if b.wall_s else 600):
+            if not cfg.uses_sim and not self._wait_real(
+                cfg.hybrid.min_real_episodes, b.wall_s - elapsed if b.wall_s else 600
+            ):
                 continue
             self._update(use_real=cfg.uses_arm)
             self.state.train_wall_s = used + time.monotonic() - start
@@ -394,14 +475,18 @@ class TrainJob:
         real_parts = []
         for i, ep in enumerate(fresh):
             a, b_ = slices[i]
-            real_parts.append(ppo.episode_rows(ep, values[a:b_ - 1], logps[a:b_ - 1], float(values[b_ - 1]), s))
+            real_parts.append(
+                ppo.episode_rows(ep, values[a : b_ - 1], logps[a : b_ - 1], float(values[b_ - 1]), s)
+            )
         real = ppo.concat_rows(real_parts) if real_parts else None
         rows = ppo.mix(sim, real, cfg.hybrid.real_fraction if use_real else 0.0, self._rng)
         batch = ppo.to_batch(rows)
         seed = zlib.crc32(f"{cfg.seed}/{self.state.update}".encode())
         t1 = time.monotonic()
         stats = actor.call("train_epochs", batch, s.epochs, s.minibatch_size, seed, s.target_kl).wait(600)[0]
-        actor.call("update_obs_norm", rows["state"][~rows["real"]] if (~rows["real"]).any() else rows["state"]).wait(120)
+        actor.call(
+            "update_obs_norm", rows["state"][~rows["real"]] if (~rows["real"]).any() else rows["state"]
+        ).wait(120)
         timing["train_s"] = time.monotonic() - t1
         self.state.update += 1
         self.state.version += 1
@@ -437,10 +522,22 @@ class TrainJob:
         cfg = self.cfg
         env, rollout = self.groups["env"], self.groups["rollout"]
         first = self._sim is None
-        results = env.call("rollout", rollout.actors[0], self.settings.num_steps, cfg.sim.stages, True, False,
-                           first, 300.0, cfg.sim.transport).wait(600)
-        traj = {k: np.concatenate([r[k] for r in results], axis=1) for k in results[0]
-                if isinstance(results[0][k], np.ndarray) and results[0][k].ndim >= 2 and k != "versions"}
+        results = env.call(
+            "rollout",
+            rollout.actors[0],
+            self.settings.num_steps,
+            cfg.sim.stages,
+            True,
+            False,
+            first,
+            300.0,
+            cfg.sim.transport,
+        ).wait(600)
+        traj = {
+            k: np.concatenate([r[k] for r in results], axis=1)
+            for k in results[0]
+            if isinstance(results[0][k], np.ndarray) and results[0][k].ndim >= 2 and k != "versions"
+        }
         traj["versions"] = results[0]["versions"]
         traj["env_steps"] = sum(r["env_steps"] for r in results)
         traj["seconds"] = max(r["seconds"] for r in results)
@@ -462,10 +559,19 @@ class TrainJob:
             meta = ep["meta"]
             self.state.episodes[meta["source"]] = self.state.episodes.get(meta["source"], 0) + 1
             self.state.env_steps[meta["source"]] = self.state.env_steps.get(meta["source"], 0) + meta["steps"]
-            self.real_curve.append({"t": time.monotonic() - self._t0, "success": meta["success"],
-                                    "aborted": meta["aborted"], "version": int(np.max(ep["versions"])) if len(ep["versions"]) else -1,
-                                    "source": meta["source"], "return": meta["return"], "reason": meta["reason"],
-                                    "t_start_wall": meta["t_start"], "t_end_wall": meta["t_end"]})
+            self.real_curve.append(
+                {
+                    "t": time.monotonic() - self._t0,
+                    "success": meta["success"],
+                    "aborted": meta["aborted"],
+                    "version": int(np.max(ep["versions"])) if len(ep["versions"]) else -1,
+                    "source": meta["source"],
+                    "return": meta["return"],
+                    "reason": meta["reason"],
+                    "t_start_wall": meta["t_start"],
+                    "t_end_wall": meta["t_end"],
+                }
+            )
         return episodes
 
     def _push_weights(self) -> None:
@@ -480,8 +586,14 @@ class TrainJob:
     # ------------------------------------------------------------------ metrics
     def _metrics_row(self, traj, episodes, rows, stats, timing, dt) -> dict[str, Any]:
         st = self.state
-        row: dict[str, Any] = {"update": st.update, "version": st.version, "phase": st.phase,
-                               "wall_s": time.monotonic() - self._t0, "update_s": dt, **timing}
+        row: dict[str, Any] = {
+            "update": st.update,
+            "version": st.version,
+            "phase": st.phase,
+            "wall_s": time.monotonic() - self._t0,
+            "update_s": dt,
+            **timing,
+        }
         row.update({f"train/{k}": v for k, v in stats.items()})
         real_rows = int(rows["real"].sum())
         row["batch/rows"] = len(rows["real"])
@@ -526,7 +638,11 @@ class TrainJob:
             return None
         path = self.run_dir / "checkpoints" / f"update_{self.state.update:06d}"
         self.groups["actor"].call("save_checkpoint", str(path / "actor")).wait(300)
-        state = {**asdict(self.state), "buffer": self.buffer.metadata(), "config_hash": self.manifest["config_hash"]}
+        state = {
+            **asdict(self.state),
+            "buffer": self.buffer.metadata(),
+            "config_hash": self.manifest["config_hash"],
+        }
         (path / "state.json").write_text(json.dumps(state, indent=2, default=float))
         tmp = self.run_dir / "checkpoints" / "latest.tmp"
         tmp.write_text(path.name)
@@ -556,8 +672,10 @@ class TrainJob:
         step = self.groups["actor"].call("load_checkpoint", str(ckpt / "actor")).wait(300)[0]
         for ep in self.replay.read_all():  # the persistent real replay: kept across runs
             self.buffer.add(ep)
-        self._say(f"resumed {self.run_dir.name} at update {self.state.update} (optimizer step {step}, "
-                  f"policy version {self.state.version}, {len(self.buffer.episodes)} real episodes on disk)")
+        self._say(
+            f"resumed {self.run_dir.name} at update {self.state.update} (optimizer step {step}, "
+            f"policy version {self.state.version}, {len(self.buffer.episodes)} real episodes on disk)"
+        )
 
     # ================================================================== evaluation
     def _evaluate(self) -> None:
@@ -578,8 +696,18 @@ class TrainJob:
         wins = n = 0
         k = 0
         while n < episodes:
-            res = env.call("rollout", rollout.actors[0], horizon, 1, True, True, True, 300.0,
-                           self.cfg.sim.transport, 10_000 + 97 * k).wait(600)
+            res = env.call(
+                "rollout",
+                rollout.actors[0],
+                horizon,
+                1,
+                True,
+                True,
+                True,
+                300.0,
+                self.cfg.sim.transport,
+                10_000 + 97 * k,
+            ).wait(600)
             for r in res:
                 done = r["terminated"] | r["truncated"]
                 first = np.argmax(done, axis=0)  # each env's first episode end
@@ -607,8 +735,12 @@ class TrainJob:
         rate = wilson(wins, len(results))
         self._say(f"arm eval ({what}): success {rate}")
         t = time.monotonic() - self._t0
-        return {**rate.to_dict(), "t": t, "what": what,
-                "final_distance_mm": [self._goal_distance(ep) for ep in results]}
+        return {
+            **rate.to_dict(),
+            "t": t,
+            "what": what,
+            "final_distance_mm": [self._goal_distance(ep) for ep in results],
+        }
 
     @staticmethod
     def _goal_distance(ep: dict[str, Any]) -> float:
@@ -653,7 +785,9 @@ class TrainJob:
 
     def _report(self, interrupted: bool) -> Path | None:
         try:
-            self.metrics.summary({f"eval/{k}": v.get("rate") for k, v in self.eval.items() if isinstance(v, dict)})
+            self.metrics.summary(
+                {f"eval/{k}": v.get("rate") for k, v in self.eval.items() if isinstance(v, dict)}
+            )
             timeline = self._timeline()
             latency = self._latency()
             (self.run_dir / "eval.json").write_text(json.dumps(self.eval, indent=2, default=float))
@@ -661,8 +795,16 @@ class TrainJob:
                 return None
             from rlinf_robot.orchestrator.report import write_report
 
-            path = write_report(self.run_dir, self.metrics.rows, self.real_curve, self.eval, latency,
-                                timeline, self.manifest, interrupted)
+            path = write_report(
+                self.run_dir,
+                self.metrics.rows,
+                self.real_curve,
+                self.eval,
+                latency,
+                timeline,
+                self.manifest,
+                interrupted,
+            )
             self._say(f"report: {path}")
             return path
         except Exception:

@@ -12,7 +12,17 @@ from typing import Any
 
 from rlinf_robot.paths import REPO_ROOT
 
-PACKAGES = ("rlinf-robot", "torch", "ray", "mujoco", "numpy", "hydra-core", "wandb", "franky-control", "pyzmq")
+PACKAGES = (
+    "rlinf-robot",
+    "torch",
+    "ray",
+    "mujoco",
+    "numpy",
+    "hydra-core",
+    "wandb",
+    "franky-control",
+    "pyzmq",
+)
 
 
 def _version(name: str) -> str:
@@ -24,10 +34,14 @@ def _version(name: str) -> str:
 
 def _git() -> dict[str, Any]:
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                                timeout=10).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True,
-                                    text=True, timeout=10).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        )
         return {"commit": commit or "unknown", "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown", "dirty": None}

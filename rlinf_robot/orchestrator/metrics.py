@@ -33,8 +33,15 @@ def own_wandb_service() -> None:
 
 
 class MetricsLog:
-    def __init__(self, run_dir: Path, config: dict[str, Any], mode: str = "offline", name: str = "",
-                 resume: bool = False, append: bool = True):
+    def __init__(
+        self,
+        run_dir: Path,
+        config: dict[str, Any],
+        mode: str = "offline",
+        name: str = "",
+        resume: bool = False,
+        append: bool = True,
+    ):
         self.path = Path(run_dir) / "metrics.jsonl"
         self._file = open(self.path if append else os.devnull, "a")
         self.rows: list[dict[str, Any]] = []
@@ -46,8 +53,14 @@ class MetricsLog:
             import wandb
 
             self._wandb = wandb.init(
-                project="rlinf-robot", name=name or None, dir=str(run_dir), config=config,
-                mode=mode, resume="allow" if resume else None, id=name or None, reinit=True,
+                project="rlinf-robot",
+                name=name or None,
+                dir=str(run_dir),
+                config=config,
+                mode=mode,
+                resume="allow" if resume else None,
+                id=name or None,
+                reinit=True,
             )
 
     def log(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -57,8 +70,10 @@ class MetricsLog:
         self._file.write(json.dumps(row) + "\n")
         self._file.flush()
         if self._wandb is not None:
-            self._wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float)) and v is not None},
-                            step=int(row.get("update", len(self.rows))))
+            self._wandb.log(
+                {k: v for k, v in row.items() if isinstance(v, (int, float)) and v is not None},
+                step=int(row.get("update", len(self.rows))),
+            )
         return row
 
     def summary(self, values: dict[str, Any]) -> None:

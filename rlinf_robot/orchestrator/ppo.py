@@ -67,17 +67,26 @@ class PPOSettings:
             raise ConfigError(f"algorithm (ppo): {e}") from None
 
     def objective(self) -> tuple[str, dict[str, Any]]:
-        return "decoupled_ppo", {"clip": self.clip, "rho_max": self.rho_max, "vf_coef": self.vf_coef,
-                                 "ent_coef": self.ent_coef}
+        return "decoupled_ppo", {
+            "clip": self.clip,
+            "rho_max": self.rho_max,
+            "vf_coef": self.vf_coef,
+            "ent_coef": self.ent_coef,
+        }
 
     def trainer(self) -> dict[str, Any]:
         return {"lr": self.lr, "max_grad_norm": self.max_grad_norm}
 
 
 def _gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, next_value: np.ndarray, s: PPOSettings):
-    adv, ret = compute_gae(torch.as_tensor(rewards, dtype=torch.float32), torch.as_tensor(values, dtype=torch.float32),
-                           torch.as_tensor(dones, dtype=torch.float32), torch.as_tensor(next_value, dtype=torch.float32),
-                           s.gamma, s.lam)
+    adv, ret = compute_gae(
+        torch.as_tensor(rewards, dtype=torch.float32),
+        torch.as_tensor(values, dtype=torch.float32),
+        torch.as_tensor(dones, dtype=torch.float32),
+        torch.as_tensor(next_value, dtype=torch.float32),
+        s.gamma,
+        s.lam,
+    )
     return adv.numpy(), ret.numpy()
 
 
@@ -107,8 +116,9 @@ def sim_rows(traj: dict[str, Any], final_values: np.ndarray, last_values: np.nda
     }
 
 
-def episode_rows(ep: dict[str, Any], values: np.ndarray, proximal: np.ndarray, final_value: float,
-                 s: PPOSettings) -> dict:
+def episode_rows(
+    ep: dict[str, Any], values: np.ndarray, proximal: np.ndarray, final_value: float, s: PPOSettings
+) -> dict:
     """One real episode's rows. ``values`` / ``proximal`` [T]: the learner's current V and log-prob
     of each step; ``final_value``: V of the state that ended it (bootstrapped when truncated)."""
     rewards = ep["rewards"].astype(np.float32).copy()

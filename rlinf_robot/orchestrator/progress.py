@@ -78,12 +78,16 @@ class Progress:
         parts = [f"[{self._elapsed:6.1f}s] {st.phase:8s} update {st.update:4d} v{st.version}"]
         sim = self.sim_source
         if f"{sim}/env_steps" in r:
-            parts.append(f"sim {r[f'{sim}/env_steps']:>7} steps success {_fmt(r.get(f'{sim}/success'))} "
-                         f"{_fmt(r.get(f'{sim}/steps_per_s'), ',.0f')}/s")
+            parts.append(
+                f"sim {r[f'{sim}/env_steps']:>7} steps success {_fmt(r.get(f'{sim}/success'))} "
+                f"{_fmt(r.get(f'{sim}/steps_per_s'), ',.0f')}/s"
+            )
         for src in self.sources:
             if f"{src}/state" in r:
-                parts.append(f"{src.split(':', 1)[1]} {r[f'{src}/state']} ep {r.get(f'{src}/episodes')} "
-                             f"success {_fmt(r.get(f'{src}/success'))} util {_fmt(r.get(f'{src}/utilisation'))}")
+                parts.append(
+                    f"{src.split(':', 1)[1]} {r[f'{src}/state']} ep {r.get(f'{src}/episodes')} "
+                    f"success {_fmt(r.get(f'{src}/success'))} util {_fmt(r.get(f'{src}/utilisation'))}"
+                )
         if "batch/real_share" in r:
             parts.append(f"real share {r['batch/real_share']:.2f}")
         return " | ".join(parts)
@@ -103,11 +107,25 @@ class Progress:
             t.add_column(col)
         sim = self.sim_source
         if f"{sim}/env_steps" in r:
-            t.add_row(sim, "running", _fmt(r.get(f"{sim}/env_steps")), _fmt(st.episodes.get(sim) if st else None),
-                      _fmt(r.get(f"{sim}/success")), _fmt(r.get(f"{sim}/steps_per_s"), ",.0f"), "", "")
+            t.add_row(
+                sim,
+                "running",
+                _fmt(r.get(f"{sim}/env_steps")),
+                _fmt(st.episodes.get(sim) if st else None),
+                _fmt(r.get(f"{sim}/success")),
+                _fmt(r.get(f"{sim}/steps_per_s"), ",.0f"),
+                "",
+                "",
+            )
         for src in self.sources:
-            t.add_row(src, _fmt(r.get(f"{src}/state")), _fmt(r.get(f"{src}/env_steps")),
-                      _fmt(r.get(f"{src}/episodes")), _fmt(r.get(f"{src}/success")),
-                      _fmt(r.get(f"{src}/steps_per_s"), ",.1f"), _fmt(r.get(f"{src}/utilisation")),
-                      f"{_fmt(r.get(f'{src}/latency_p50_ms'), '.1f')} ms")
+            t.add_row(
+                src,
+                _fmt(r.get(f"{src}/state")),
+                _fmt(r.get(f"{src}/env_steps")),
+                _fmt(r.get(f"{src}/episodes")),
+                _fmt(r.get(f"{src}/success")),
+                _fmt(r.get(f"{src}/steps_per_s"), ",.1f"),
+                _fmt(r.get(f"{src}/utilisation")),
+                f"{_fmt(r.get(f'{src}/latency_p50_ms'), '.1f')} ms",
+            )
         return t

@@ -60,12 +60,25 @@ def success_plot(rows: list[dict], real: list[dict], ev: dict) -> str:
         ax.plot(t, _rolling(s, 10), color=COLORS["real"], label="arm, rolling mean of 10")
     aborted = [e for e in real if e["aborted"]]
     if aborted:
-        ax.scatter([e["t"] for e in aborted], [0.5] * len(aborted), marker="x", color="k", label="arm episode aborted")
+        ax.scatter(
+            [e["t"] for e in aborted],
+            [0.5] * len(aborted),
+            marker="x",
+            color="k",
+            label="arm episode aborted",
+        )
     for key, color in (("baseline_arm", COLORS["baseline"]), ("arm", COLORS["eval"])):
         if key in ev:
             r = ev[key]
-            ax.errorbar([r["t"]], [r["rate"]], yerr=[[r["rate"] - r["ci95"][0]], [r["ci95"][1] - r["rate"]]],
-                        fmt="o", color=color, capsize=4, label=f"arm eval: {r['what']} ({r['successes']}/{r['n']})")
+            ax.errorbar(
+                [r["t"]],
+                [r["rate"]],
+                yerr=[[r["rate"] - r["ci95"][0]], [r["ci95"][1] - r["rate"]]],
+                fmt="o",
+                color=color,
+                capsize=4,
+                label=f"arm eval: {r['what']} ({r['successes']}/{r['n']})",
+            )
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("success")
     ax.set_ylim(-0.05, 1.05)
@@ -87,13 +100,23 @@ def arm_plot(real: list[dict], ev: dict) -> str:
     base = ev.get("baseline_arm")
     if base:
         ax.axhspan(base["ci95"][0], base["ci95"][1], color=COLORS["baseline"], alpha=0.2)
-        ax.axhline(base["rate"], color=COLORS["baseline"], ls="--",
-                   label=f"sim-only policy on the arm: {base['rate']:.2f} ({base['successes']}/{base['n']}, 95 % CI)")
+        ax.axhline(
+            base["rate"],
+            color=COLORS["baseline"],
+            ls="--",
+            label=f"sim-only policy on the arm: {base['rate']:.2f} ({base['successes']}/{base['n']}, 95 % CI)",
+        )
     final = ev.get("arm")
     if final:
-        ax.errorbar([final["t"]], [final["rate"]], yerr=[[final["rate"] - final["ci95"][0]],
-                    [final["ci95"][1] - final["rate"]]], fmt="o", color=COLORS["eval"], capsize=4,
-                    label=f"this run, final eval: {final['rate']:.2f} ({final['successes']}/{final['n']})")
+        ax.errorbar(
+            [final["t"]],
+            [final["rate"]],
+            yerr=[[final["rate"] - final["ci95"][0]], [final["ci95"][1] - final["rate"]]],
+            fmt="o",
+            color=COLORS["eval"],
+            capsize=4,
+            label=f"this run, final eval: {final['rate']:.2f} ({final['successes']}/{final['n']})",
+        )
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("arm success")
     ax.set_ylim(-0.05, 1.05)
@@ -130,17 +153,34 @@ def timeline_plot(events: list[dict], real: list[dict], window_s: float = 20.0) 
         end = max(e["end_ns"] for e in spans)
         start = end - int(window_s * 1e9)
         lanes = {"env": 3, "rollout": 2, "actor": 1}
-        names = {"env_step": COLORS["sim"], "wait_actions": "#c7c7c7", "infer": "#9467bd", "train_epochs": "#ff7f0e"}
+        names = {
+            "env_step": COLORS["sim"],
+            "wait_actions": "#c7c7c7",
+            "infer": "#9467bd",
+            "train_epochs": "#ff7f0e",
+        }
         for e in spans:
             if e["end_ns"] < start:
                 continue
             y = lanes.get(e["group"], 0) + 0.12 * (e.get("stage", 0) or 0)
-            ax.barh(y, (e["end_ns"] - e["start_ns"]) / 1e9, left=(e["start_ns"] - start) / 1e9, height=0.25,
-                    color=names[e["name"]], edgecolor="none")
+            ax.barh(
+                y,
+                (e["end_ns"] - e["start_ns"]) / 1e9,
+                left=(e["start_ns"] - start) / 1e9,
+                height=0.25,
+                color=names[e["name"]],
+                edgecolor="none",
+            )
         for e in real:
             if "t_start_wall" in e and e["t_end_wall"] * 1e9 >= start:
-                ax.barh(0, e["t_end_wall"] - e["t_start_wall"], left=e["t_start_wall"] - start / 1e9, height=0.4,
-                        color=COLORS["real"], alpha=0.6)
+                ax.barh(
+                    0,
+                    e["t_end_wall"] - e["t_start_wall"],
+                    left=e["t_start_wall"] - start / 1e9,
+                    height=0.4,
+                    color=COLORS["real"],
+                    alpha=0.6,
+                )
         ax.set_yticks([0, 1, 2, 3], ["arm episodes", "actor", "rollout", "env"])
         ax.set_xlim(0, window_s)
         handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in names.values()]
@@ -151,13 +191,23 @@ def timeline_plot(events: list[dict], real: list[dict], window_s: float = 20.0) 
 
 
 def _table(d: dict[str, Any]) -> str:
-    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v))}</td></tr>"
-                   for k, v in d.items())
+    rows = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v))}</td></tr>"
+        for k, v in d.items()
+    )
     return f"<table>{rows}</table>"
 
 
-def write_report(run_dir: Path, rows: list[dict], real: list[dict], ev: dict, latency_ms: list[float],
-                 timeline: list[dict], manifest: dict, interrupted: bool) -> Path:
+def write_report(
+    run_dir: Path,
+    rows: list[dict],
+    real: list[dict],
+    ev: dict,
+    latency_ms: list[float],
+    timeline: list[dict],
+    manifest: dict,
+    interrupted: bool,
+) -> Path:
     config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").exists() else ""
     period = 1000.0 / 20.0
     for line in config.splitlines():
@@ -170,8 +220,14 @@ def write_report(run_dir: Path, rows: list[dict], real: list[dict], ev: dict, la
         ("Bridge latency", latency_plot(latency_ms, period)),
         ("Pipeline timeline", timeline_plot(timeline, real)),
     ]
-    summary = {k: (f"{v['rate']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}] ({v['successes']}/{v['n']})"
-                   if isinstance(v, dict) and "rate" in v else v) for k, v in ev.items()}
+    summary = {
+        k: (
+            f"{v['rate']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}] ({v['successes']}/{v['n']})"
+            if isinstance(v, dict) and "rate" in v
+            else v
+        )
+        for k, v in ev.items()
+    }
     last = rows[-1] if rows else {}
     body = [f"<h1>rlinf-robot run {html.escape(run_dir.name)}</h1>"]
     if interrupted:
@@ -185,7 +241,7 @@ def write_report(run_dir: Path, rows: list[dict], real: list[dict], ev: dict, la
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>rlinf-robot {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}table{{border-collapse:collapse}}
 th,td{{border:1px solid #ccc;padding:2px 6px;text-align:left;font-size:90%}}img.plot{{max-width:100%}}
-.warn{{color:#b00}}</style></head><body>{''.join(body)}
+.warn{{color:#b00}}</style></head><body>{"".join(body)}
 <script>window.addEventListener('load', () => {{ document.body.dataset.plots = [...document.images].filter(i => i.complete && i.naturalWidth > 0).length; }});</script>
 </body></html>"""
     path = run_dir / "report.html"

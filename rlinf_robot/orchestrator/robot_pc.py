@@ -39,7 +39,9 @@ def write_config(base: str | Path, overrides: dict[str, Any], dest: Path, endpoi
     if unknown:
         from rlinf_robot.errors import ConfigError
 
-        raise ConfigError(f"robot.overrides: no block {unknown} in {base}; blocks: {sorted(_node(k) for k in raw)}")
+        raise ConfigError(
+            f"robot.overrides: no block {unknown} in {base}; blocks: {sorted(_node(k) for k in raw)}"
+        )
     for key, block in raw.items():
         params = block.setdefault("ros__parameters", {})
         name = _node(key)
@@ -53,7 +55,9 @@ def write_config(base: str | Path, overrides: dict[str, Any], dest: Path, endpoi
     return dest
 
 
-def start(base: str | Path, overrides: dict[str, Any], run_dir: Path, ready_timeout_s: float) -> tuple[RobotUpProcess, str]:
+def start(
+    base: str | Path, overrides: dict[str, Any], run_dir: Path, ready_timeout_s: float
+) -> tuple[RobotUpProcess, str]:
     """Start the robot PC in the background; returns (process, bridge endpoint). ``wait_ready``
     on the process blocks until every node is up."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"

@@ -212,7 +212,7 @@ def _field_of(e: Exception, msg_type: str | None = None) -> str | None:
     marker = "- at `"
     path = text.rsplit(marker, 1)[1].rstrip("`") if marker in text else None
     if path is not None and path.startswith("key` in `"):  # a map key of the wrong type: the map is to blame
-        path = path[len("key` in `"):]
+        path = path[len("key` in `") :]
     missing = "missing required field `"
     if missing in text:  # msgspec names the field but not as a path: `$.obs_seq`
         return f"{path or '$'}.{text.split(missing, 1)[1].split('`', 1)[0]}"

@@ -24,7 +24,9 @@ T = TypeVar("T")
 
 
 class PeriodicLoop:
-    def __init__(self, rate_hz: float, tick: Callable[[], None], name: str = "periodic-loop", priority: int = 0):
+    def __init__(
+        self, rate_hz: float, tick: Callable[[], None], name: str = "periodic-loop", priority: int = 0
+    ):
         """``priority`` > 0 runs the loop thread SCHED_FIFO at that priority (if permitted): the loop
         sleeps most of each period, and a real-time slot keeps its rate on a loaded machine."""
         if not rate_hz > 0:
@@ -68,7 +70,11 @@ class PeriodicLoop:
     def _run(self) -> None:
         # Never inherit a policy from the thread that started us (see rlinf_robot.robot.sched).
         if not set_thread_priority(self.priority) and self.priority > 0:
-            log.warning("%s: no permission for SCHED_FIFO %d; running with normal scheduling", self._name, self.priority)
+            log.warning(
+                "%s: no permission for SCHED_FIFO %d; running with normal scheduling",
+                self._name,
+                self.priority,
+            )
         next_t = time.monotonic()
         while not self._halt.is_set():
             self._run_ops()

@@ -123,8 +123,10 @@ class DeltaRule:
             a, q = a[None], q[None]
         n, horizon, width = a.shape
         if width != self.width or q.shape != (n, 7):
-            raise ValueError(f"{self.mode} rows must be [N, H, {self.width}] with anchor [N, 7]; "
-                             f"got {a.shape} and {q.shape}")
+            raise ValueError(
+                f"{self.mode} rows must be [N, H, {self.width}] with anchor [N, 7]; "
+                f"got {a.shape} and {q.shape}"
+            )
         if not (np.all(np.isfinite(a)) and np.all(np.isfinite(q))):
             raise ValueError("NaN or inf in delta rows or anchor")
         targets = np.empty((n, horizon, 7))
@@ -208,8 +210,10 @@ class DeltaRule:
         ``target_kin``: the kinematics at ``target`` when the caller has them already."""
         limited = np.clip(target, self.q_lo, self.q_hi)
         clamped = np.any(limited != target, axis=1)
-        new_kin = target_kin if target_kin is not None and not clamped.any() else model.jacobian(
-            limited, self.tcp_offset
+        new_kin = (
+            target_kin
+            if target_kin is not None and not clamped.any()
+            else model.jacobian(limited, self.tcp_offset)
         )
         boxed = self._keep_in_box(q, kin[1][:, :3, 3], limited, new_kin[1][:, :3, 3])
         moved = np.any(boxed != limited, axis=1)
@@ -225,7 +229,9 @@ class DeltaRule:
     def _in_box(self, p: np.ndarray) -> np.ndarray:
         return np.all((p >= self.box_lo) & (p <= self.box_hi), axis=-1)
 
-    def _keep_in_box(self, q: np.ndarray, start: np.ndarray, target: np.ndarray, end: np.ndarray) -> np.ndarray:
+    def _keep_in_box(
+        self, q: np.ndarray, start: np.ndarray, target: np.ndarray, end: np.ndarray
+    ) -> np.ndarray:
         """Largest fraction of each move q -> target whose TCP stays in the box (``start``/``end``:
         the TCP at q and at target); a TCP already outside may only move to where it violates the
         box less."""

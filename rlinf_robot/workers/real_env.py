@@ -73,10 +73,14 @@ class RealEnvWorker(Worker):
         self.noise_scale = float(noise_scale)
         action_spec, obs_spec = RealRobotEnv.specs(self.env_cfg)
         torch.manual_seed(int(seed))
-        self.policy = policies.make(policy, action_spec=action_spec, obs_spec=obs_spec, **policy_kwargs).eval()
+        self.policy = policies.make(
+            policy, action_spec=action_spec, obs_spec=obs_spec, **policy_kwargs
+        ).eval()
         # the copy an episode acts with: refreshed from ``policy`` (which load_weights updates) at
         # each episode's start
-        self._acting = policies.make(policy, action_spec=action_spec, obs_spec=obs_spec, **policy_kwargs).eval()
+        self._acting = policies.make(
+            policy, action_spec=action_spec, obs_spec=obs_spec, **policy_kwargs
+        ).eval()
         self._acting.load_state_dict(self.policy.state_dict())
         self._acting_version = self.weights_version
         self._torch = torch
@@ -102,8 +106,13 @@ class RealEnvWorker(Worker):
             from rlinf_robot.data.recorder import RealEpisodeRecorder
 
             robot = self.source.split(":", 1)[-1]
-            self._recorder = RealEpisodeRecorder(Path(record_dir) / robot, action_spec, obs_spec,
-                                                 self.env_cfg.control_hz, task=self.env_cfg.task)
+            self._recorder = RealEpisodeRecorder(
+                Path(record_dir) / robot,
+                action_spec,
+                obs_spec,
+                self.env_cfg.control_hz,
+                task=self.env_cfg.task,
+            )
 
     def weights_module(self) -> Any:
         return self.policy

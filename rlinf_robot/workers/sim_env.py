@@ -157,8 +157,10 @@ class SimEnvWorker(Worker):
             parts = [t.arrays() for t in traj]
             out.update({key: _join(parts, key) for key in parts[0] if key != "images"})
             if parts[0].get("images"):
-                out["images"] = {cam: np.concatenate([p["images"][cam] for p in parts], axis=1)
-                                 for cam in parts[0]["images"]}
+                out["images"] = {
+                    cam: np.concatenate([p["images"][cam] for p in parts], axis=1)
+                    for cam in parts[0]["images"]
+                }
         return out
 
     def stress(self, num_steps: int = 0, seconds: float = 0.0) -> dict[str, float]:

@@ -28,7 +28,9 @@ class IsaacLabConfig:
         if self.max_episode_steps is not None and not (
             isinstance(self.max_episode_steps, int) and 1 <= self.max_episode_steps <= 100_000
         ):
-            raise ConfigError(f"max_episode_steps must be an int in [1, 100000], got {self.max_episode_steps!r}")
+            raise ConfigError(
+                f"max_episode_steps must be an int in [1, 100000], got {self.max_episode_steps!r}"
+            )
         if self.success_threshold is not None and not (0 < self.success_threshold < 1):
             raise ConfigError(f"success_threshold must be in (0, 1) m, got {self.success_threshold!r}")
         if self.randomization not in (None, False):

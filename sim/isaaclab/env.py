@@ -112,7 +112,9 @@ class IsaacLabEnv(BatchedEnv):
             env_cfg.episode_length_s = cfg.max_episode_steps * step_dt
         self._env = gym.make(task_id, cfg=env_cfg).unwrapped
         robot = self._env.scene["robot"]
-        self._joint_ids = list(robot.find_joints("panda_joint.*")[0]) + list(robot.find_joints("panda_finger.*")[0])
+        self._joint_ids = list(robot.find_joints("panda_joint.*")[0]) + list(
+            robot.find_joints("panda_finger.*")[0]
+        )
         self._hand = robot.find_bodies("panda_hand")[0][0]
         arm_term = self._env.action_manager.get_term("arm_action")
         self._ik_scale = float(getattr(arm_term.cfg, "scale", 1.0))
@@ -143,7 +145,9 @@ class IsaacLabEnv(BatchedEnv):
     def _advance(self, actions: np.ndarray, active: np.ndarray, row: int):
         a = np.where(active[:, None], actions, 0.0).astype(np.float32)
         if self.cfg.action_mode == "ee_delta":
-            raw = mapping.ee_delta_action(a, self._state[:, 17:21], self._ik_scale, self._ik_offset, self.gripper)
+            raw = mapping.ee_delta_action(
+                a, self._state[:, 17:21], self._ik_scale, self._ik_offset, self.gripper
+            )
         else:
             raw = mapping.joint_delta_action(a, self.gripper)
         if not self.task.gripper:
@@ -164,8 +168,13 @@ class IsaacLabEnv(BatchedEnv):
         data = robot.data
         root_p, root_q = _np(data.root_pos_w), _np(data.root_quat_w)
         robot_part = mapping.robot_state(
-            _np(data.joint_pos)[:, self._joint_ids], _np(data.joint_vel)[:, self._joint_ids],
-            _np(data.body_pos_w)[:, self._hand], _np(data.body_quat_w)[:, self._hand], root_p, root_q, self.quat_order,
+            _np(data.joint_pos)[:, self._joint_ids],
+            _np(data.joint_vel)[:, self._joint_ids],
+            _np(data.body_pos_w)[:, self._hand],
+            _np(data.body_quat_w)[:, self._hand],
+            root_p,
+            root_q,
+            self.quat_order,
         )
         cols = [robot_part]
         if self.task.has_object:
@@ -177,4 +186,8 @@ class IsaacLabEnv(BatchedEnv):
         return np.concatenate(cols, axis=1).astype(np.float32)
 
     def _obs(self) -> Obs:
-        return {"state": self._state.copy(), "images": {}, "instruction": [self.task.instruction] * self.num_envs}
+        return {
+            "state": self._state.copy(),
+            "images": {},
+            "instruction": [self.task.instruction] * self.num_envs,
+        }

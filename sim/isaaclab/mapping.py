@@ -39,8 +39,9 @@ def to_wxyz(q: np.ndarray, quat_order: str) -> np.ndarray:
     raise ValueError(f"quat_order must be 'wxyz' or 'xyzw', got {quat_order!r}")
 
 
-def robot_state(joint_pos, joint_vel, hand_pos_w, hand_quat_w, root_pos_w, root_quat_w,
-                quat_order: str = "wxyz") -> np.ndarray:
+def robot_state(
+    joint_pos, joint_vel, hand_pos_w, hand_quat_w, root_pos_w, root_quat_w, quat_order: str = "wxyz"
+) -> np.ndarray:
     """[N, 22] ROBOT_STATE_FIELDS in the robot base frame (TCP ``TCP_OFFSET`` past the hand)."""
     hand_q = to_wxyz(np.asarray(hand_quat_w, np.float64), quat_order)
     root_q = to_wxyz(np.asarray(root_quat_w, np.float64), quat_order)
@@ -54,13 +55,22 @@ def robot_state(joint_pos, joint_vel, hand_pos_w, hand_quat_w, root_pos_w, root_
     return np.concatenate([jp[:, :7], jv[:, :7], tcp_b, quat_b, width], axis=1).astype(np.float32)
 
 
-def points_in_base(points_w: np.ndarray, root_pos_w: np.ndarray, root_quat_w: np.ndarray,
-                   quat_order: str = "wxyz") -> np.ndarray:
-    return quat_rotate(quat_conjugate(to_wxyz(np.asarray(root_quat_w, np.float64), quat_order)), points_w - root_pos_w)
+def points_in_base(
+    points_w: np.ndarray, root_pos_w: np.ndarray, root_quat_w: np.ndarray, quat_order: str = "wxyz"
+) -> np.ndarray:
+    return quat_rotate(
+        quat_conjugate(to_wxyz(np.asarray(root_quat_w, np.float64), quat_order)), points_w - root_pos_w
+    )
 
 
-def ee_delta_action(actions: np.ndarray, tcp_quat_b: np.ndarray, scale: float, ik_offset: float,
-                    gripper: bool, hold_open: bool = True) -> np.ndarray:
+def ee_delta_action(
+    actions: np.ndarray,
+    tcp_quat_b: np.ndarray,
+    scale: float,
+    ik_offset: float,
+    gripper: bool,
+    hold_open: bool = True,
+) -> np.ndarray:
     """Our [N, 6(+1)] ee_delta -> the IK-Rel task's raw action [N, 7] (6 pose + binary gripper).
 
     The IK term moves a point ``ik_offset`` past the hand, ours ``TCP_OFFSET`` past it; rotating by R

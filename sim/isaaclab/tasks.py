@@ -25,10 +25,26 @@ class IsaacLabTask:
 
 
 TASKS = (
-    IsaacLabTask("franka-lift", "Isaac-Lift-Cube-Franka-v0", "Isaac-Lift-Cube-Franka-IK-Rel-v0", "object_pose",
-                 "lift the cube to the goal", 0.02, True, True),
-    IsaacLabTask("franka-reach", "Isaac-Reach-Franka-v0", "Isaac-Reach-Franka-IK-Rel-v0", "ee_pose",
-                 "move the hand to the goal pose", 0.02, False, False),
+    IsaacLabTask(
+        "franka-lift",
+        "Isaac-Lift-Cube-Franka-v0",
+        "Isaac-Lift-Cube-Franka-IK-Rel-v0",
+        "object_pose",
+        "lift the cube to the goal",
+        0.02,
+        True,
+        True,
+    ),
+    IsaacLabTask(
+        "franka-reach",
+        "Isaac-Reach-Franka-v0",
+        "Isaac-Reach-Franka-IK-Rel-v0",
+        "ee_pose",
+        "move the hand to the goal pose",
+        0.02,
+        False,
+        False,
+    ),
 )
 
 
@@ -44,5 +60,11 @@ def _factory(task: IsaacLabTask):
 
 
 for _task in TASKS:
-    register(f"isaaclab/{_task.name}", description=_task.instruction, requires=("isaaclab", "isaaclab_tasks"),
-             extra="isaaclab", device="gpu", hint=INSTALL_HINT)(_factory(_task))
+    register(
+        f"isaaclab/{_task.name}",
+        description=_task.instruction,
+        requires=("isaaclab", "isaaclab_tasks"),
+        extra="isaaclab",
+        device="gpu",
+        hint=INSTALL_HINT,
+    )(_factory(_task))

@@ -33,13 +33,19 @@ class ManiSkillConfig:
         if self.max_episode_steps is not None and not (
             isinstance(self.max_episode_steps, int) and 1 <= self.max_episode_steps <= 100_000
         ):
-            raise ConfigError(f"max_episode_steps must be an int in [1, 100000], got {self.max_episode_steps!r}")
+            raise ConfigError(
+                f"max_episode_steps must be an int in [1, 100000], got {self.max_episode_steps!r}"
+            )
         if not (isinstance(self.image_size, int) and (self.image_size == 0 or 16 <= self.image_size <= 512)):
             raise ConfigError(f"image_size must be 0 or an int in [16, 512], got {self.image_size!r}")
         if self.image_size and self.backend == "cpu":
-            raise ConfigError("image_size: ManiSkill RGB observations need a GPU render device (backend='gpu')")
+            raise ConfigError(
+                "image_size: ManiSkill RGB observations need a GPU render device (backend='gpu')"
+            )
         if self.randomization not in (None, False):
-            raise ConfigError("randomization: not supported by the ManiSkill adapter (use its own task randomization)")
+            raise ConfigError(
+                "randomization: not supported by the ManiSkill adapter (use its own task randomization)"
+            )
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> ManiSkillConfig:

@@ -45,8 +45,12 @@ class ManiSkillEnv(BatchedEnv):
         else:
             obs_mode = "rgb" if cfg.image_size else "state_dict"
             size = cfg.image_size or 128
-            kwargs.update(obs_mode=obs_mode, sim_backend="physx_cuda", num_envs=self.num_envs,
-                          sensor_configs=dict(width=size, height=size))
+            kwargs.update(
+                obs_mode=obs_mode,
+                sim_backend="physx_cuda",
+                num_envs=self.num_envs,
+                sensor_configs=dict(width=size, height=size),
+            )
             self._envs = [gym.make(task.env_id, **kwargs).unwrapped]
         first = self._envs[0]
         self.scales = mapping.ControllerScales.from_configs(first.agent.controller.configs)
@@ -83,7 +87,9 @@ class ManiSkillEnv(BatchedEnv):
             if seed is not None:
                 self._rngs = [np.random.default_rng([seed, i]) for i in range(self.num_envs)]
             if self.cfg.backend == "cpu":
-                self._last = self._merge([e.reset(seed=self._episode_seed(i))[0] for i, e in enumerate(self._envs)])
+                self._last = self._merge(
+                    [e.reset(seed=self._episode_seed(i))[0] for i, e in enumerate(self._envs)]
+                )
             else:
                 seeds = [self._episode_seed(i) for i in range(self.num_envs)]
                 self._last = self._batch(self._envs[0].reset(seed=seeds)[0])
@@ -106,7 +112,9 @@ class ManiSkillEnv(BatchedEnv):
         a = np.where(active[:, None], actions, 0.0).astype(np.float32)
         if self.action_spec.gripper:  # a finished env keeps its fingers where they are
             a[~active, -1] = self._last["qpos"][~active, 7:9].sum(axis=1)
-        ms = self._torch.from_numpy(mapping.to_maniskill_action(a, self.cfg.action_mode, self.cfg.gripper, self.scales))
+        ms = self._torch.from_numpy(
+            mapping.to_maniskill_action(a, self.cfg.action_mode, self.cfg.gripper, self.scales)
+        )
         n = self.num_envs
         reward, success = np.zeros(n, np.float32), np.zeros(n, bool)
         if self.cfg.backend == "cpu":
@@ -165,11 +173,15 @@ class ManiSkillEnv(BatchedEnv):
             "qpos": _np(raw["agent"]["qpos"]).reshape(n, -1).astype(np.float64),
             "qvel": _np(raw["agent"]["qvel"]).reshape(n, -1).astype(np.float64),
             "tcp_pose": _np(raw["extra"]["tcp_pose"]).reshape(n, 7).astype(np.float64),
-            "root_pose": np.broadcast_to(_np(env.agent.robot.pose.raw_pose).reshape(-1, 7), (n, 7)).astype(np.float64),
+            "root_pose": np.broadcast_to(_np(env.agent.robot.pose.raw_pose).reshape(-1, 7), (n, 7)).astype(
+                np.float64
+            ),
             "extra": self._extra(raw, n),
         }
         if self.cfg.image_size:
-            out["front"] = _np(raw["sensor_data"]["base_camera"]["rgb"]).reshape(n, *self.obs_spec.images["front"])
+            out["front"] = _np(raw["sensor_data"]["base_camera"]["rgb"]).reshape(
+                n, *self.obs_spec.images["front"]
+            )
         return out
 
     def _merge(self, raws: list[dict]) -> dict:
@@ -185,4 +197,8 @@ class ManiSkillEnv(BatchedEnv):
 
     def _obs(self, b: dict) -> Obs:
         images = {"front": b["front"].astype(np.uint8)} if self.cfg.image_size else {}
-        return {"state": self._state(b), "images": images, "instruction": [self.task.instruction] * self.num_envs}
+        return {
+            "state": self._state(b),
+            "images": images,
+            "instruction": [self.task.instruction] * self.num_envs,
+        }

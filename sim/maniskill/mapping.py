@@ -40,7 +40,13 @@ class ControllerScales:
         low = getattr(arm, "pos_lower", None)
         if low is None:  # joint controller
             return cls(float(arm.lower), float(arm.upper), -0.1, float(grip.lower), float(grip.upper))
-        return cls(float(arm.pos_lower), float(arm.pos_upper), float(arm.rot_lower), float(grip.lower), float(grip.upper))
+        return cls(
+            float(arm.pos_lower),
+            float(arm.pos_upper),
+            float(arm.rot_lower),
+            float(grip.lower),
+            float(grip.upper),
+        )
 
 
 def _unscale(x: np.ndarray, low: float, high: float) -> np.ndarray:
@@ -58,8 +64,13 @@ def rotvec_to_euler_xyz(r: np.ndarray) -> np.ndarray:
     return np.stack([a, b, c], axis=-1)
 
 
-def to_maniskill_action(actions: np.ndarray, mode: str, gripper: bool, scales: ControllerScales,
-                        hold_width: float = GRIPPER_MAX_WIDTH) -> np.ndarray:
+def to_maniskill_action(
+    actions: np.ndarray,
+    mode: str,
+    gripper: bool,
+    scales: ControllerScales,
+    hold_width: float = GRIPPER_MAX_WIDTH,
+) -> np.ndarray:
     """Our actions [N, A] -> ManiSkill normalized actions [N, 7 (ee) | 8 (joint)], float32."""
     a = np.asarray(actions, np.float64)
     if mode == "joint_delta":
@@ -75,7 +86,9 @@ def to_maniskill_action(actions: np.ndarray, mode: str, gripper: bool, scales: C
     return np.clip(np.concatenate([arm, grip[:, None]], axis=1), -1.0, 1.0).astype(np.float32)
 
 
-def robot_state(qpos: np.ndarray, qvel: np.ndarray, tcp_pose: np.ndarray, root_pose: np.ndarray) -> np.ndarray:
+def robot_state(
+    qpos: np.ndarray, qvel: np.ndarray, tcp_pose: np.ndarray, root_pose: np.ndarray
+) -> np.ndarray:
     """ManiSkill Panda state -> our ROBOT_STATE_FIELDS [N, 22] (base frame, canonical quaternion)."""
     root_p, root_q = root_pose[:, :3], root_pose[:, 3:7]
     inv = quat_conjugate(root_q)

@@ -33,5 +33,6 @@ def _factory(task: ManiSkillTask):
 
 
 for _task in TASKS:
-    register(f"maniskill/{_task.name}", description=_task.instruction, requires=("mani_skill",),
-             extra="maniskill")(_factory(_task))
+    register(
+        f"maniskill/{_task.name}", description=_task.instruction, requires=("mani_skill",), extra="maniskill"
+    )(_factory(_task))

@@ -47,13 +47,19 @@ class MujocoConfig:
         if not (isinstance(hz, (int, float)) and math.isfinite(hz) and 1.0 <= hz <= 500.0):
             raise ConfigError(f"control_hz must be in [1, 500], got {hz!r}")
         if abs(1.0 / (hz * PHYSICS_DT) - self.substeps) > 1e-6:
-            raise ConfigError(f"control_hz must divide the 500 Hz physics rate (e.g. 10, 20, 50, 100), got {hz}")
+            raise ConfigError(
+                f"control_hz must divide the 500 Hz physics rate (e.g. 10, 20, 50, 100), got {hz}"
+            )
         if self.max_episode_steps is not None and not (
             isinstance(self.max_episode_steps, int) and 1 <= self.max_episode_steps <= 100_000
         ):
-            raise ConfigError(f"max_episode_steps must be an int in [1, 100000], got {self.max_episode_steps!r}")
+            raise ConfigError(
+                f"max_episode_steps must be an int in [1, 100000], got {self.max_episode_steps!r}"
+            )
         if not (isinstance(self.image_size, int) and (self.image_size == 0 or 16 <= self.image_size <= 512)):
-            raise ConfigError(f"image_size must be 0 (no images) or an int in [16, 512], got {self.image_size!r}")
+            raise ConfigError(
+                f"image_size must be 0 (no images) or an int in [16, 512], got {self.image_size!r}"
+            )
         cams = tuple(self.cameras)
         bad = [c for c in cams if c not in CAMERAS]
         if bad or not cams:

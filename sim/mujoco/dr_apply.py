@@ -51,10 +51,14 @@ class Nominal:
             return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
 
         link_ids = np.array([bid(b) for b in ARM_BODIES[:8]])  # links 1-7 + hand (fingers stay)
-        dof_ids = np.array([model.jnt_dofadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in JOINT_NAMES])
+        dof_ids = np.array(
+            [model.jnt_dofadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in JOINT_NAMES]
+        )
         obj = bid("object")
         obj_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "object_geom")
-        tinted = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "table")] + ([obj_geom] if obj_geom >= 0 else [])
+        tinted = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "table")] + (
+            [obj_geom] if obj_geom >= 0 else []
+        )
         tint = model.geom_rgba[tinted].copy()
         for k, g in enumerate(tinted):
             mat = model.geom_matid[g]
@@ -64,7 +68,8 @@ class Nominal:
         if obj_geom >= 0:
             ct, ca, body = model.geom_contype, model.geom_conaffinity, model.geom_bodyid
             partners = [obj_geom] + [
-                g for g in range(model.ngeom)
+                g
+                for g in range(model.ngeom)
                 if body[g] != body[obj_geom] and ((ct[g] & ca[obj_geom]) or (ct[obj_geom] & ca[g]))
             ]
         fields = {
@@ -81,8 +86,18 @@ class Nominal:
             "cam_quat": model.cam_quat.copy(),
             "light_diffuse": model.light_diffuse.copy(),
         }
-        return cls(link_ids, dof_ids, bid("hand"), obj, obj_geom, np.array(partners, np.int64), np.array(tinted),
-                   tint, np.arange(model.ncam), fields)
+        return cls(
+            link_ids,
+            dof_ids,
+            bid("hand"),
+            obj,
+            obj_geom,
+            np.array(partners, np.int64),
+            np.array(tinted),
+            tint,
+            np.arange(model.ncam),
+            fields,
+        )
 
     def restore(self, model) -> None:
         for name, value in self.model_fields.items():
@@ -97,11 +112,16 @@ def apply(model, nominal: Nominal, params: dict[str, np.ndarray]) -> None:
         s = params["link_mass"]
         model.body_mass[nominal.link_ids] = nf["body_mass"][nominal.link_ids] * s
         model.body_inertia[nominal.link_ids] = nf["body_inertia"][nominal.link_ids] * s[:, None]
-    for key, field in (("joint_damping", "dof_damping"), ("joint_frictionloss", "dof_frictionloss"),
-                       ("joint_armature", "dof_armature")):
+    for key, field in (
+        ("joint_damping", "dof_damping"),
+        ("joint_frictionloss", "dof_frictionloss"),
+        ("joint_armature", "dof_armature"),
+    ):
         if key in params:
             base = nf[field][nominal.dof_ids]
-            getattr(model, field)[nominal.dof_ids] = params[key] if params[key + "_kind"] else base * params[key]
+            getattr(model, field)[nominal.dof_ids] = (
+                params[key] if params[key + "_kind"] else base * params[key]
+            )
     if "payload_mass" in params:  # kg added to the hand, whatever the range kind (no nominal to scale)
         model.body_mass[nominal.hand_id] += float(params["payload_mass"][0])
     if "actuator_gain" in params:
@@ -116,7 +136,9 @@ def apply(model, nominal: Nominal, params: dict[str, np.ndarray]) -> None:
             model.body_inertia[nominal.object_body] = nf["body_inertia"][nominal.object_body] * s
         if "object_friction" in params:  # sliding friction of the object and its partners (module docstring)
             geoms = nominal.object_partners
-            model.geom_friction[geoms, 0] = nf["geom_friction"][geoms, 0] * float(params["object_friction"][0])
+            model.geom_friction[geoms, 0] = nf["geom_friction"][geoms, 0] * float(
+                params["object_friction"][0]
+            )
     model.cam_pos[:] = nf["cam_pos"] + params["camera_pos"]
     dq = quat_from_rotvec(params["camera_rot"])
     model.cam_quat[nominal.cam_ids] = quat_multiply(dq, nf["cam_quat"][nominal.cam_ids])

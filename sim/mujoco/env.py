@@ -129,7 +129,11 @@ class MujocoFR3Env(BatchedEnv):
     def _reset_all(self, seed: int | None) -> None:
         if seed is not None or not self._layout_rngs:
             if seed is None:
-                seed = self.cfg.seed if self.cfg.seed is not None else int(np.random.SeedSequence().entropy % 2**63)
+                seed = (
+                    self.cfg.seed
+                    if self.cfg.seed is not None
+                    else int(np.random.SeedSequence().entropy % 2**63)
+                )
             self._seed(int(seed))
         for i in range(self.num_envs):
             self._reset_env(i)
@@ -171,7 +175,9 @@ class MujocoFR3Env(BatchedEnv):
             self._gripper_ctrl[active] = plan.widths[:, 0] * _CTRL_PER_METRE
         if self.dr is not None and self.dr.control_jitter > 0:
             u = self._step_rng.uniform(-1.0, 1.0, self.num_envs)
-            self._nstep = np.maximum(1, np.rint(self.substeps * (1.0 + self.dr.control_jitter * u))).astype(np.int64)
+            self._nstep = np.maximum(1, np.rint(self.substeps * (1.0 + self.dr.control_jitter * u))).astype(
+                np.int64
+            )
         self._physics(np.flatnonzero(active))
         self._draw_noise()
         b = self._batch = self._gather()
@@ -216,7 +222,13 @@ class MujocoFR3Env(BatchedEnv):
         d.qpos[7:9] = layout.gripper_width / 2
         if self._obj_adr >= 0 and layout.obj_pos is not None:
             half = layout.obj_yaw / 2
-            d.qpos[self._obj_adr : self._obj_adr + 7] = [*layout.obj_pos, np.cos(half), 0.0, 0.0, np.sin(half)]
+            d.qpos[self._obj_adr : self._obj_adr + 7] = [
+                *layout.obj_pos,
+                np.cos(half),
+                0.0,
+                0.0,
+                np.sin(half),
+            ]
         if self._goal_mocap >= 0:
             d.mocap_pos[self._goal_mocap] = self.task.marker(layout.goal)
         self._targets[i] = layout.arm_q
@@ -271,8 +283,17 @@ class MujocoFR3Env(BatchedEnv):
             a = self._obj_adr
             obj_pos, obj_quat = qpos[:, a : a + 3], qpos[:, a + 3 : a + 7]
             obj_quat = obj_quat * np.where(obj_quat[:, :1] < 0, -1.0, 1.0)
-        return Batch(qpos[:, :7], qvel[:, :7], tcp_pos, tcp_quat, qpos[:, 7] + qpos[:, 8], obj_pos, obj_quat,
-                     self.goal, self.obj_start)
+        return Batch(
+            qpos[:, :7],
+            qvel[:, :7],
+            tcp_pos,
+            tcp_quat,
+            qpos[:, 7] + qpos[:, 8],
+            obj_pos,
+            obj_quat,
+            self.goal,
+            self.obj_start,
+        )
 
     # ---------------------------------------------------------- observation
     def _state(self, b: Batch) -> np.ndarray:

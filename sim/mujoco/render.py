@@ -48,7 +48,9 @@ class CameraRig:
         out = {name: np.empty((n, self.size, self.size, 3), np.uint8) for name in self.cameras}
         for i in range(n):
             for name, cam in self._cams.items():
-                mj.mjv_updateScene(models[i], datas[i], self._opt, None, cam, mj.mjtCatBit.mjCAT_ALL, self._scene)
+                mj.mjv_updateScene(
+                    models[i], datas[i], self._opt, None, cam, mj.mjtCatBit.mjCAT_ALL, self._scene
+                )
                 mj.mjr_render(self._rect, self._scene, self._ctx)
                 mj.mjr_readPixels(self._buf, None, self._rect, self._ctx)
                 out[name][i] = self._buf[::-1]  # GL rows start at the bottom

@@ -25,7 +25,11 @@ from rlinf_robot.robot.franka.model import TCP_OFFSET
 ASSETS = Path(__file__).resolve().parent / "assets"
 ARM_BODIES = tuple(f"fr3_link{i}" for i in range(1, 8)) + ("hand", "left_finger", "right_finger")
 #: Colours of the coarse collision meshes when they stand in for the visual ones.
-_COLLISION_RGBA = {"hand": (0.92, 0.92, 0.9, 1), "left_finger": (0.2, 0.2, 0.2, 1), "right_finger": (0.2, 0.2, 0.2, 1)}
+_COLLISION_RGBA = {
+    "hand": (0.92, 0.92, 0.9, 1),
+    "left_finger": (0.2, 0.2, 0.2, 1),
+    "right_finger": (0.2, 0.2, 0.2, 1),
+}
 #: The wrist camera, in the hand frame: beside the flange, looking past the fingertips (hand +z).
 WRIST_CAMERA = {"pos": (0.07, 0.0, 0.03), "target": (0.0, 0.0, 0.2), "right": (0.0, 1.0, 0.0), "fovy": 75.0}
 

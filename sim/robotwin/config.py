@@ -36,10 +36,16 @@ class RoboTwinConfig:
         emb = tuple(self.embodiment)
         if not emb or any(not isinstance(e, str) for e in emb[:2]) or not str(emb[0]).startswith("franka"):
             raise ConfigError(f"embodiment {emb!r}: the adapter maps onto Franka arms ('franka-panda')")
-        if not (isinstance(self.control_hz, (int, float)) and math.isfinite(self.control_hz) and 1 <= self.control_hz <= 100):
+        if not (
+            isinstance(self.control_hz, (int, float))
+            and math.isfinite(self.control_hz)
+            and 1 <= self.control_hz <= 100
+        ):
             raise ConfigError(f"control_hz must be in [1, 100], got {self.control_hz!r}")
         if not (isinstance(self.max_episode_steps, int) and 1 <= self.max_episode_steps <= 100_000):
-            raise ConfigError(f"max_episode_steps must be an int in [1, 100000], got {self.max_episode_steps!r}")
+            raise ConfigError(
+                f"max_episode_steps must be an int in [1, 100000], got {self.max_episode_steps!r}"
+            )
         if not (isinstance(self.image_size, int) and (self.image_size == 0 or 16 <= self.image_size <= 512)):
             raise ConfigError(f"image_size must be 0 or an int in [16, 512], got {self.image_size!r}")
         if self.planner_backend not in ("mplib", "curobo"):
@@ -50,7 +56,9 @@ class RoboTwinConfig:
     def assets(self) -> str:
         path = self.assets_path or os.environ.get("ASSETS_PATH")
         if not path:
-            raise ConfigError("assets_path: set it (or $ASSETS_PATH) to the RoboTwin assets (robotwin-download-assets)")
+            raise ConfigError(
+                "assets_path: set it (or $ASSETS_PATH) to the RoboTwin assets (robotwin-download-assets)"
+            )
         return path
 
     @classmethod

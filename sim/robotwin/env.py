@@ -31,14 +31,32 @@ def task_config(task: RoboTwinTask, cfg: RoboTwinConfig) -> dict:
         "use_seed": False,
         "embodiment": list(cfg.embodiment),
         "language_num": 100,
-        "domain_randomization": {"random_background": False, "cluttered_table": False, "clean_background_rate": 1.0,
-                                 "random_head_camera_dis": 0, "random_table_height": 0, "random_light": False,
-                                 "crazy_random_light_rate": 0},
-        "camera": {"head_camera_type": "D435", "wrist_camera_type": "D435",
-                   "collect_head_camera": bool(cfg.image_size), "collect_wrist_camera": bool(cfg.image_size)},
-        "data_type": {"rgb": bool(cfg.image_size), "third_view": False, "depth": False, "pointcloud": False,
-                      "observer": False, "endpose": False, "qpos": True, "mesh_segmentation": False,
-                      "actor_segmentation": False},
+        "domain_randomization": {
+            "random_background": False,
+            "cluttered_table": False,
+            "clean_background_rate": 1.0,
+            "random_head_camera_dis": 0,
+            "random_table_height": 0,
+            "random_light": False,
+            "crazy_random_light_rate": 0,
+        },
+        "camera": {
+            "head_camera_type": "D435",
+            "wrist_camera_type": "D435",
+            "collect_head_camera": bool(cfg.image_size),
+            "collect_wrist_camera": bool(cfg.image_size),
+        },
+        "data_type": {
+            "rgb": bool(cfg.image_size),
+            "third_view": False,
+            "depth": False,
+            "pointcloud": False,
+            "observer": False,
+            "endpose": False,
+            "qpos": True,
+            "mesh_segmentation": False,
+            "actor_segmentation": False,
+        },
         "clear_cache_freq": 8,
         "collect_data": False,
     }
@@ -56,8 +74,11 @@ class RoboTwinEnv(BatchedEnv):
         images = {"front": (size, size, 3), "wrist": (size, size, 3)} if size else {}
         self.obs_spec = ObsSpec((sum(w for _, w in fields),), images, fields)
         self._rngs = [np.random.default_rng([cfg.seed or 0, i]) for i in range(self.num_envs)]
-        self._venv = VectorEnv(task_config=task_config(task, cfg), n_envs=self.num_envs,
-                               env_seeds=[self._episode_seed(i) for i in range(self.num_envs)])
+        self._venv = VectorEnv(
+            task_config=task_config(task, cfg),
+            n_envs=self.num_envs,
+            env_seeds=[self._episode_seed(i) for i in range(self.num_envs)],
+        )
         self.max_episode_steps = int(cfg.max_episode_steps)
         self.terminate_on_success = True  # RoboTwin's episodes end when its task succeeds
         self._raw: list[dict] | None = None
@@ -115,15 +136,29 @@ class RoboTwinEnv(BatchedEnv):
 
     def _obs(self) -> Obs:
         qpos = self._qpos()
-        state = np.concatenate([
-            mapping.robot_state(qpos, self._prev, 1.0 / self.cfg.control_hz, self.cfg.arm, _ARM_DOF),
-            mapping.other_arm(qpos, self.cfg.arm, _ARM_DOF),
-        ], axis=1)
+        state = np.concatenate(
+            [
+                mapping.robot_state(qpos, self._prev, 1.0 / self.cfg.control_hz, self.cfg.arm, _ARM_DOF),
+                mapping.other_arm(qpos, self.cfg.arm, _ARM_DOF),
+            ],
+            axis=1,
+        )
         images = {}
         if self.cfg.image_size:
             wrist_key = f"{self.cfg.arm}_wrist_image"
             images = {
-                "front": np.stack([mapping.square_resize(np.asarray(o["full_image"]), self.cfg.image_size) for o in self._raw]),
-                "wrist": np.stack([mapping.square_resize(np.asarray(o[wrist_key]), self.cfg.image_size) for o in self._raw]),
+                "front": np.stack(
+                    [
+                        mapping.square_resize(np.asarray(o["full_image"]), self.cfg.image_size)
+                        for o in self._raw
+                    ]
+                ),
+                "wrist": np.stack(
+                    [mapping.square_resize(np.asarray(o[wrist_key]), self.cfg.image_size) for o in self._raw]
+                ),
             }
-        return {"state": state, "images": images, "instruction": [str(o.get("instruction", "")) for o in self._raw]}
+        return {
+            "state": state,
+            "images": images,
+            "instruction": [str(o.get("instruction", "")) for o in self._raw],
+        }

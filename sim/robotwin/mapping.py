@@ -22,7 +22,9 @@ def arm_columns(arm: str, dof: int = 7) -> tuple[slice, int]:
     return slice(start, start + dof), start + dof
 
 
-def to_robotwin_action(actions: np.ndarray, qpos: np.ndarray, arm: str, gripper: bool, dof: int = 7) -> np.ndarray:
+def to_robotwin_action(
+    actions: np.ndarray, qpos: np.ndarray, arm: str, gripper: bool, dof: int = 7
+) -> np.ndarray:
     """Our joint_delta [N, dof(+1)] + measured bimanual qpos [N, 2(dof+1)] -> absolute targets."""
     a = np.asarray(actions, np.float64)
     target = np.asarray(qpos, np.float64).copy()
@@ -33,7 +35,9 @@ def to_robotwin_action(actions: np.ndarray, qpos: np.ndarray, arm: str, gripper:
     return target
 
 
-def robot_state(qpos: np.ndarray, prev_qpos: np.ndarray | None, dt: float, arm: str, dof: int = 7) -> np.ndarray:
+def robot_state(
+    qpos: np.ndarray, prev_qpos: np.ndarray | None, dt: float, arm: str, dof: int = 7
+) -> np.ndarray:
     """ROBOT_STATE_FIELDS [N, 22] of the driven arm, in that arm's base frame."""
     qpos = np.asarray(qpos, np.float64)
     joints, grip = arm_columns(arm, dof)
@@ -60,4 +64,3 @@ def square_resize(image: np.ndarray, size: int) -> np.ndarray:
     top, left = (h - side) // 2, (w - side) // 2
     idx = (np.arange(size) * side / size).astype(int)
     return np.ascontiguousarray(image[top + idx][:, left + idx, :3]).astype(np.uint8)
-

@@ -37,5 +37,11 @@ def _factory(task: RoboTwinTask):
 
 
 for _task in TASKS:
-    register(f"robotwin/{_task.name}", description=f"RoboTwin {_task.task_name}", requires=("robotwin",),
-             extra="robotwin", device="gpu", hint=INSTALL_HINT)(_factory(_task))
+    register(
+        f"robotwin/{_task.name}",
+        description=f"RoboTwin {_task.task_name}",
+        requires=("robotwin",),
+        extra="robotwin",
+        device="gpu",
+        hint=INSTALL_HINT,
+    )(_factory(_task))

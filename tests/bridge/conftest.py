@@ -11,7 +11,9 @@ from rlinf_robot.bridge import BridgeClient, BridgeServer, KinematicArm, ServerC
 @pytest.fixture
 def arm():
     rng = np.random.default_rng(0)
-    return KinematicArm(images={"front": rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)}, instruction="reach")
+    return KinematicArm(
+        images={"front": rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)}, instruction="reach"
+    )
 
 
 @pytest.fixture

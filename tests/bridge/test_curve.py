@@ -59,9 +59,17 @@ def _raw_attempt(endpoint: str, curve: CurveClientKeys | None) -> list:
         apply_client_keys(sock, curve)
     sock.connect(endpoint)
     try:
-        for msg in (Command(seq=1, name="acquire_lease"), Command(seq=2, name="subscribe"),
-                    ActionChunk(seq=3, obs_seq=1, control_mode="joint_delta", rate_hz=10.0,
-                                actions=np.full((2, 7), 0.05, np.float32))):
+        for msg in (
+            Command(seq=1, name="acquire_lease"),
+            Command(seq=2, name="subscribe"),
+            ActionChunk(
+                seq=3,
+                obs_seq=1,
+                control_mode="joint_delta",
+                rate_hz=10.0,
+                actions=np.full((2, 7), 0.05, np.float32),
+            ),
+        ):
             sock.send_multipart(encode(msg))
         got = []
         while sock.poll(700):
@@ -104,8 +112,16 @@ def test_non_loopback_bind_requires_curve_or_an_explicit_opt_out():
     assert ServerConfig(endpoint="tcp://127.0.0.1:5555").curve is None
 
 
-@pytest.mark.parametrize(("key", "value"), [("deadman_ms", 0), ("obs_rate_hz", 5000), ("lease_timeout_ms", 10),
-                                            ("max_message_bytes", 10), ("bogus", 1)])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("deadman_ms", 0),
+        ("obs_rate_hz", 5000),
+        ("lease_timeout_ms", 10),
+        ("max_message_bytes", 10),
+        ("bogus", 1),
+    ],
+)
 def test_bad_server_config_names_the_key(key, value):
     with pytest.raises(ConfigError, match=key):
         ServerConfig.from_dict({key: value})

@@ -29,7 +29,9 @@ while True:  # a policy loop: a fresh 10 s chunk of tiny joint steps every 100 m
 @pytest.mark.slow
 def test_kill_9_of_the_lease_holder_holds_within_the_deadman_bound(make_server, arm):
     server = make_server(deadman_ms=DEADMAN_MS)
-    proc = subprocess.Popen([sys.executable, "-c", LEARNER, server.endpoint], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LEARNER, server.endpoint], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         assert len(server.events.wait("step_applied", 10, count=3)) >= 3  # mid-chunk

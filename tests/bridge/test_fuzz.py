@@ -16,8 +16,15 @@ BATCH = 25  # in flight at once: well below the per-peer send queue (send_hwm 64
 
 
 def chunk_header(**over):
-    h = {"type": "action_chunk", "v": 1, "seq": 1, "obs_seq": 1, "control_mode": "joint_delta",
-         "rate_hz": 10.0, "actions": {"dtype": "<f4", "shape": [2, 7], "frame": 1}}
+    h = {
+        "type": "action_chunk",
+        "v": 1,
+        "seq": 1,
+        "obs_seq": 1,
+        "control_mode": "joint_delta",
+        "rate_hz": 10.0,
+        "actions": {"dtype": "<f4", "shape": [2, 7], "frame": 1},
+    }
     h.update(over)
     return h
 
@@ -42,25 +49,61 @@ def malformed(rng: np.random.Generator, i: int) -> list[bytes]:
             return [pack({"type": pick(rng, ["teleport", "chunk", ""]), "v": 1})]
         return [pack(chunk_header(v=int(rng.integers(2, 100)))), GOOD]
     if kind == 3:  # broken array reference
-        ref = pick(rng, [{"dtype": "|O", "shape": [2, 7], "frame": 1}, {"dtype": ">f4", "shape": [2, 7], "frame": 1},
-                          {"dtype": "<f4", "shape": [3, 7], "frame": 1}, {"dtype": "<f4", "shape": [2, 7], "frame": 9},
-                          {"dtype": "<f4", "shape": [-2, 7], "frame": 1}, {"dtype": "<f4", "shape": [2, 7]},
-                          {"dtype": "<f4", "shape": [2, 7], "frame": 0}, [1, 2]])
+        ref = pick(
+            rng,
+            [
+                {"dtype": "|O", "shape": [2, 7], "frame": 1},
+                {"dtype": ">f4", "shape": [2, 7], "frame": 1},
+                {"dtype": "<f4", "shape": [3, 7], "frame": 1},
+                {"dtype": "<f4", "shape": [2, 7], "frame": 9},
+                {"dtype": "<f4", "shape": [-2, 7], "frame": 1},
+                {"dtype": "<f4", "shape": [2, 7]},
+                {"dtype": "<f4", "shape": [2, 7], "frame": 0},
+                [1, 2],
+            ],
+        )
         return [pack(chunk_header(actions=ref)), GOOD]
     if kind == 4:  # right header, wrong payload size / missing or extra frames
-        return pick(rng, [[pack(chunk_header()), GOOD[: int(rng.integers(0, len(GOOD)))]], [pack(chunk_header())],
-                          [pack(chunk_header()), GOOD, GOOD]])
+        return pick(
+            rng,
+            [
+                [pack(chunk_header()), GOOD[: int(rng.integers(0, len(GOOD)))]],
+                [pack(chunk_header())],
+                [pack(chunk_header()), GOOD, GOOD],
+            ],
+        )
     if kind == 5:  # truncated header
         h = pack(chunk_header())
         return [h[: int(rng.integers(1, len(h)))], GOOD]
     if kind == 6:  # wrong field types / values
-        bad = pick(rng, [{"seq": "x"}, {"rate_hz": -1.0}, {"rate_hz": 1e9}, {"control_mode": "warp"},
-                          {"obs_seq": None}, {"gripper": "yes"}, {"hops": [1]}, {"seq": 2**64 - 1}, {"seq": 1.5}])
+        bad = pick(
+            rng,
+            [
+                {"seq": "x"},
+                {"rate_hz": -1.0},
+                {"rate_hz": 1e9},
+                {"control_mode": "warp"},
+                {"obs_seq": None},
+                {"gripper": "yes"},
+                {"hops": [1]},
+                {"seq": 2**64 - 1},
+                {"seq": 1.5},
+            ],
+        )
         return [pack(chunk_header(**bad)), GOOD]
     if kind == 7:  # commands: unknown name, bad args
-        return [pack(pick(rng, [{"type": "command", "v": 1, "seq": 1, "name": "selfdestruct"},
-                                 {"type": "command", "v": 1, "seq": 1, "name": "home", "args": {"a": [1]}},
-                                 {"type": "command", "v": 1, "name": "home"}]))]
+        return [
+            pack(
+                pick(
+                    rng,
+                    [
+                        {"type": "command", "v": 1, "seq": 1, "name": "selfdestruct"},
+                        {"type": "command", "v": 1, "seq": 1, "name": "home", "args": {"a": [1]}},
+                        {"type": "command", "v": 1, "name": "home"},
+                    ],
+                )
+            )
+        ]
     if kind == 8:  # a well-formed chunk, but this socket holds no lease
         return [pack(chunk_header(seq=int(rng.integers(1, 10**6)))), GOOD]
     if kind == 9:  # messages only the robot may send

@@ -17,9 +17,16 @@ HOME_TCP = tcp_pose(HOME_Q)[:3]
 @pytest.fixture
 def env(server, make_client):
     goal = HOME_TCP + np.array([0.04, -0.03, -0.05])
-    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="fr3-reach", task_options={"goal": goal.tolist()},
-                        max_episode_steps=200, cameras={"front": (48, 64, 3)}, auto_reset=False,
-                        start_from_task=False)
+    cfg = RealEnvConfig(
+        action_mode="ee_delta",
+        control_hz=10.0,
+        task="fr3-reach",
+        task_options={"goal": goal.tolist()},
+        max_episode_steps=200,
+        cameras={"front": (48, 64, 3)},
+        auto_reset=False,
+        start_from_task=False,
+    )
     e = RealRobotEnv(make_client(server), cfg)
     yield e
     e.close()
@@ -92,8 +99,13 @@ def test_a_stale_camera_is_never_silently_reused(env, arm):
 def test_chunk_past_the_time_limit_is_cut_and_the_rest_never_reaches_the_arm(server, make_client, arm):
     """A 4-row chunk with 2 steps left in the episode: 2 rows are sent, the episode ends (truncated)
     with the arm where those 2 rows took it, and the arm never sees rows 2-3."""
-    cfg = RealEnvConfig(action_mode="joint_delta", control_hz=20.0, max_episode_steps=6, auto_reset=False,
-                        start_from_task=False)
+    cfg = RealEnvConfig(
+        action_mode="joint_delta",
+        control_hz=20.0,
+        max_episode_steps=6,
+        auto_reset=False,
+        start_from_task=False,
+    )
     env = RealRobotEnv(make_client(server), cfg)
     try:
         env.reset(seed=0)
@@ -119,14 +131,21 @@ def test_chunk_rows_are_scored_on_their_trace(server, make_client, arm):
     bridge's trace), as the sims score it: a chunk that passes the goal and comes back scores the
     pass, not only where it ended."""
     goal = HOME_TCP + np.array([0.0, 0.0, 0.04])
-    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task_options={"goal": goal.tolist()},
-                        max_episode_steps=50, auto_reset=False, terminate_on_success=False, start_from_task=False)
+    cfg = RealEnvConfig(
+        action_mode="ee_delta",
+        control_hz=10.0,
+        task_options={"goal": goal.tolist()},
+        max_episode_steps=50,
+        auto_reset=False,
+        terminate_on_success=False,
+        start_from_task=False,
+    )
     env = RealRobotEnv(make_client(server), cfg)
     try:
         env.reset(seed=0)
         chunk = np.zeros((1, 4, 6), np.float32)
         chunk[0, :, 2] = [0.02, 0.02, -0.02, -0.02]  # up 4 cm to the goal, then back down
-        _, reward, *_ , info = env.chunk_step(chunk)
+        _, reward, *_, info = env.chunk_step(chunk)
         d = np.array([0.02, 0.0, 0.02, 0.04])  # distance to the goal after each row
         expected = np.sum(1.0 - np.tanh(10.0 * d))
         assert reward[0] == pytest.approx(expected, abs=0.02)
@@ -156,8 +175,13 @@ def test_unknown_task_is_a_config_error(server, make_client):
 
 
 def _obs(t_s: float, q) -> Observation:
-    return Observation(seq=1, stamp_ns=int(t_s * 1e9), joint_pos=np.asarray(q, np.float64),
-                       joint_vel=np.full(7, 0.08), ee_pose=np.r_[HOME_TCP, 0, 1, 0, 0])
+    return Observation(
+        seq=1,
+        stamp_ns=int(t_s * 1e9),
+        joint_pos=np.asarray(q, np.float64),
+        joint_vel=np.full(7, 0.08),
+        ee_pose=np.r_[HOME_TCP, 0, 1, 0, 0],
+    )
 
 
 def test_settled_is_judged_from_positions_not_the_chattering_velocity_field():

@@ -14,8 +14,15 @@ T = 100 * MS  # 10 Hz
 
 def chunk(seq, h=5, obs_seq=1, align=False, first=0, rate=10.0):
     actions = np.arange(h * 7, dtype=np.float32).reshape(h, 7)
-    return ActionChunk(seq=seq, obs_seq=obs_seq, control_mode="joint_delta", rate_hz=rate, actions=actions,
-                       align=align, first_action_time_ns=first)
+    return ActionChunk(
+        seq=seq,
+        obs_seq=obs_seq,
+        control_mode="joint_delta",
+        rate_hz=rate,
+        actions=actions,
+        align=align,
+        first_action_time_ns=first,
+    )
 
 
 def run_until(s: ChunkScheduler, t_from: int, t_to: int, step: int = MS) -> list[tuple[int, int, int]]:

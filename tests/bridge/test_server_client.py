@@ -89,8 +89,13 @@ def test_chunk_from_a_stale_observation_is_dropped_and_counted(make_server, make
 def test_explicit_first_action_time_already_past_is_dropped(server, client, arm):
     client.acquire_lease()
     obs = client.observe(timeout=5)
-    seq = client.send_chunk(np.zeros((3, 7), np.float32), "joint_delta", 10.0, obs=obs,
-                            first_action_time_ns=obs.stamp_ns - 500 * MS)
+    seq = client.send_chunk(
+        np.zeros((3, 7), np.float32),
+        "joint_delta",
+        10.0,
+        obs=obs,
+        first_action_time_ns=obs.stamp_ns - 500 * MS,
+    )
     server.events.wait("chunk_dropped", 5)
     client.status()
     [err] = client.take_errors(ref_seq=seq)
@@ -210,4 +215,3 @@ def test_a_learner_that_fell_behind_gets_the_newest_observation_and_decodes_only
     newest = client.observe(timeout=5)
     assert newest.seq >= first.seq + 10
     assert client.skipped_observations >= 5  # received behind a newer one: never decoded
-

@@ -26,9 +26,13 @@ class Sinks:
         def hold():
             self.holds += 1
 
-        return CommandSinks(lambda q, g: self.joint.append((np.array(q), g)), lambda p: self.ee.append(np.array(p)),
-                            lambda name: (self.calls.append(name) or (self.ok, f"{name}: ok" if self.ok else "refused")),
-                            stop, hold)
+        return CommandSinks(
+            lambda q, g: self.joint.append((np.array(q), g)),
+            lambda p: self.ee.append(np.array(p)),
+            lambda name: self.calls.append(name) or (self.ok, f"{name}: ok" if self.ok else "refused"),
+            stop,
+            hold,
+        )
 
 
 def until(cond, timeout=5.0):

@@ -102,8 +102,10 @@ class Driver:
         self.state = "ACTIVE"
         self.box = backend_box
         self._stop = threading.Event()
-        self.threads = [threading.Thread(target=self._stream, daemon=True),
-                        threading.Thread(target=self._diagnostics, daemon=True)]
+        self.threads = [
+            threading.Thread(target=self._stream, daemon=True),
+            threading.Thread(target=self._diagnostics, daemon=True),
+        ]
 
     def sinks(self) -> CommandSinks:
         def call(name):  # what franka_node's services answer
@@ -157,7 +159,11 @@ def test_a_command_replies_once_the_arm_takes_chunks_again(driven, wire, command
         assert c.command("stop")["state"] == "ESTOP"
     else:
         driver.state = before
-    until(lambda: backend.fault_state() == (None if before == "ACTIVE" else before), 5, f"the arm reporting {before}")
+    until(
+        lambda: backend.fault_state() == (None if before == "ACTIVE" else before),
+        5,
+        f"the arm reporting {before}",
+    )
     reply = c.command(command, timeout=10)
     assert reply["type"] == "status", reply
     assert reply["state"] == "HOLD", reply  # not the arm's stale state
@@ -192,8 +198,11 @@ def test_busy_while_a_command_runs_and_stop_still_works(make_server, wire, arm):
         seq = c.send({"type": "command", "name": command})
         assert server.events.wait("command_started", 5, since_ns=t0), f"{command} never started"
         chunk = c.chunk(np.zeros((1, 7), np.float32), "joint_delta", 20.0, c.latest()["seq"])
-        for answer, ref in ((c.wait(lambda m, s=chunk: m.get("ref_seq") == s, 5), chunk),
-                            (c.command("home"), None), (c.command(command), None)):
+        for answer, ref in (
+            (c.wait(lambda m, s=chunk: m.get("ref_seq") == s, 5), chunk),
+            (c.command("home"), None),
+            (c.command(command), None),
+        ):
             assert answer["type"] == "error" and answer["code"] == "busy", answer
             assert ref is None or answer["ref_seq"] == ref
         assert c.command("stop")["state"] == "ESTOP"  # an e-stop never waits
@@ -262,7 +271,9 @@ def test_each_delta_row_is_relative_to_the_previous_rows_target(make_server, wir
     rows[:, 1] = [0.01, 0.02, -0.005]
     seq = c.chunk(rows, "joint_delta", 20.0, obs["seq"])
     end = c.observation(done(seq), timeout=10)
-    np.testing.assert_allclose(end["chunk_trace"][:, 1] - obs["joint_pos"][1], np.cumsum(rows[:, 1]), atol=1e-6)
+    np.testing.assert_allclose(
+        end["chunk_trace"][:, 1] - obs["joint_pos"][1], np.cumsum(rows[:, 1]), atol=1e-6
+    )
     # ee_delta: dxyz in the base frame, from the TCP of the previous row's target
     ee = np.zeros((2, 6), np.float32)
     ee[:, 2] = -0.01
@@ -289,40 +300,102 @@ def _without(header: dict, key: str) -> dict:
 ZEROS = np.zeros((1, 7), np.float32).tobytes()
 #: name -> (frames for a given seq and observation seq, code, field or None to skip the check)
 BAD = {
-    "wrong width": (lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref(shape=(1, 6)))), bytes(24)],
-                    "malformed", "$.actions"),
-    "int dtype": (lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref("<i4"))), ZEROS], "malformed", "$.actions"),
-    "H = 0": (lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref(shape=(0, 7)))), b""], "malformed", "$.actions"),
-    "bad control_mode": (lambda s, o: [pack(_chunk(seq=s, obs_seq=o, control_mode="warp", actions=_ref())), ZEROS],
-                         "malformed", "$.control_mode"),
-    "rate_hz 0": (lambda s, o: [pack(_chunk(seq=s, obs_seq=o, rate_hz=0.0, actions=_ref())), ZEROS],
-                  "malformed", "$.rate_hz"),
-    "rate_hz 5000": (lambda s, o: [pack(_chunk(seq=s, obs_seq=o, rate_hz=5000.0, actions=_ref())), ZEROS],
-                     "malformed", "$.rate_hz"),
-    "truncated payload": (lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref())), ZEROS[:-4]],
-                          "malformed", "$.actions"),
-    "extra frame": (lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref())), ZEROS, b"x"], "malformed", None),
-    "missing field": (lambda s, o: [pack(_without(_chunk(seq=s, actions=_ref()), "obs_seq")), ZEROS],
-                      "malformed", "$.obs_seq"),
+    "wrong width": (
+        lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref(shape=(1, 6)))), bytes(24)],
+        "malformed",
+        "$.actions",
+    ),
+    "int dtype": (
+        lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref("<i4"))), ZEROS],
+        "malformed",
+        "$.actions",
+    ),
+    "H = 0": (
+        lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref(shape=(0, 7)))), b""],
+        "malformed",
+        "$.actions",
+    ),
+    "bad control_mode": (
+        lambda s, o: [pack(_chunk(seq=s, obs_seq=o, control_mode="warp", actions=_ref())), ZEROS],
+        "malformed",
+        "$.control_mode",
+    ),
+    "rate_hz 0": (
+        lambda s, o: [pack(_chunk(seq=s, obs_seq=o, rate_hz=0.0, actions=_ref())), ZEROS],
+        "malformed",
+        "$.rate_hz",
+    ),
+    "rate_hz 5000": (
+        lambda s, o: [pack(_chunk(seq=s, obs_seq=o, rate_hz=5000.0, actions=_ref())), ZEROS],
+        "malformed",
+        "$.rate_hz",
+    ),
+    "truncated payload": (
+        lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref())), ZEROS[:-4]],
+        "malformed",
+        "$.actions",
+    ),
+    "extra frame": (
+        lambda s, o: [pack(_chunk(seq=s, obs_seq=o, actions=_ref())), ZEROS, b"x"],
+        "malformed",
+        None,
+    ),
+    "missing field": (
+        lambda s, o: [pack(_without(_chunk(seq=s, actions=_ref()), "obs_seq")), ZEROS],
+        "malformed",
+        "$.obs_seq",
+    ),
     "unknown type": (lambda s, o: [pack({"type": "teleport", "v": 1, "seq": s})], "malformed", "$.type"),
-    "version 2": (lambda s, o: [pack(_chunk(seq=s, obs_seq=o, v=2, actions=_ref())), ZEROS], "version", "$.v"),
-    "unknown command": (lambda s, o: [pack({"type": "command", "v": 1, "seq": s, "name": "selfdestruct"})],
-                        "malformed", "$.name"),
-    "bad command args": (lambda s, o: [pack({"type": "command", "v": 1, "seq": s, "name": "home", "args": {"a": [1]}})],
-                         "malformed", None),
-    "client-sent status": (lambda s, o: [pack({"type": "status", "v": 1, "seq": s, "stamp_ns": 1, "state": "IDLE"})],
-                           "refused", "$.type"),
-    "client-sent observation": (lambda s, o: frames_of({"type": "observation", "v": 1, "seq": s, "stamp_ns": 1},
-                                                       {"joint_pos": np.zeros(7), "joint_vel": np.zeros(7),
-                                                        "ee_pose": np.zeros(7)}), "refused", "$.type"),
-    "heartbeat of another socket": (lambda s, o: [pack({"type": "heartbeat", "v": 1, "seq": s, "stamp_ns": 1,
-                                                        "sender": "pilot#hb"})], "refused", "$.sender"),
-    "NaN": (lambda s, o: frames_of(_chunk(seq=s, obs_seq=o), {"actions": np.full((1, 7), np.nan, np.float32)}),
-            "unsafe", "$.actions"),
-    "unknown observation": (lambda s, o: frames_of(_chunk(seq=s, obs_seq=o + 10**6), {"actions": np.zeros((1, 7))}),
-                            "unknown_obs", None),
-    "first action time past": (lambda s, o: frames_of(_chunk(seq=s, obs_seq=o, first_action_time_ns=1),
-                                                      {"actions": np.zeros((1, 7))}), "late", None),
+    "version 2": (
+        lambda s, o: [pack(_chunk(seq=s, obs_seq=o, v=2, actions=_ref())), ZEROS],
+        "version",
+        "$.v",
+    ),
+    "unknown command": (
+        lambda s, o: [pack({"type": "command", "v": 1, "seq": s, "name": "selfdestruct"})],
+        "malformed",
+        "$.name",
+    ),
+    "bad command args": (
+        lambda s, o: [pack({"type": "command", "v": 1, "seq": s, "name": "home", "args": {"a": [1]}})],
+        "malformed",
+        None,
+    ),
+    "client-sent status": (
+        lambda s, o: [pack({"type": "status", "v": 1, "seq": s, "stamp_ns": 1, "state": "IDLE"})],
+        "refused",
+        "$.type",
+    ),
+    "client-sent observation": (
+        lambda s, o: frames_of(
+            {"type": "observation", "v": 1, "seq": s, "stamp_ns": 1},
+            {"joint_pos": np.zeros(7), "joint_vel": np.zeros(7), "ee_pose": np.zeros(7)},
+        ),
+        "refused",
+        "$.type",
+    ),
+    "heartbeat of another socket": (
+        lambda s, o: [pack({"type": "heartbeat", "v": 1, "seq": s, "stamp_ns": 1, "sender": "pilot#hb"})],
+        "refused",
+        "$.sender",
+    ),
+    "NaN": (
+        lambda s, o: frames_of(_chunk(seq=s, obs_seq=o), {"actions": np.full((1, 7), np.nan, np.float32)}),
+        "unsafe",
+        "$.actions",
+    ),
+    "unknown observation": (
+        lambda s, o: frames_of(_chunk(seq=s, obs_seq=o + 10**6), {"actions": np.zeros((1, 7))}),
+        "unknown_obs",
+        None,
+    ),
+    "first action time past": (
+        lambda s, o: frames_of(
+            _chunk(seq=s, obs_seq=o, first_action_time_ns=1), {"actions": np.zeros((1, 7))}
+        ),
+        "late",
+        None,
+    ),
 }
 
 
@@ -434,8 +507,12 @@ def test_no_state_refuses_and_holds(make_server, wire, arm):
 
 
 def test_a_stale_sensor_is_named_and_its_data_left_out(make_server, wire):
-    backend = StreamBackend(CommandSinks(lambda q, g: None, lambda p: None, lambda n: (True, n), lambda: None,
-                                         lambda: None), cameras=["front"], state_max_age_s=0.2, camera_max_age_s=0.2)
+    backend = StreamBackend(
+        CommandSinks(lambda q, g: None, lambda p: None, lambda n: (True, n), lambda: None, lambda: None),
+        cameras=["front"],
+        state_max_age_s=0.2,
+        camera_max_age_s=0.2,
+    )
     backend.on_arm(HOME_Q, np.zeros(7), tcp_pose(HOME_Q), 0.04, time.time_ns())
     backend.on_image("front", np.zeros((4, 4, 3), np.uint8), time.time_ns())
     server = make_server(backend)
@@ -460,9 +537,14 @@ def _documented_counters() -> list[re.Pattern]:
 def test_status_carries_documented_counters_and_latency_spans(make_server, wire, arm):
     server = make_server(arm)
     c, obs = controller(wire, server)
-    seq = c.chunk(np.full((2, 7), 0.01, np.float32), "joint_delta", 20.0, obs["seq"],
-                  hops={k: v for k, v in obs["hops"].items()} | {"obs_received": time.time_ns(),
-                                                                   "action_sent": time.time_ns()})
+    seq = c.chunk(
+        np.full((2, 7), 0.01, np.float32),
+        "joint_delta",
+        20.0,
+        obs["seq"],
+        hops={k: v for k, v in obs["hops"].items()}
+        | {"obs_received": time.time_ns(), "action_sent": time.time_ns()},
+    )
     c.observation(done(seq), timeout=5)
     c.chunk(np.zeros((1, 7), np.float32), "joint_delta", 20.0, obs["seq"], seq=1)  # old_seq
     c.command("stop")
@@ -512,8 +594,11 @@ def test_a_reply_is_not_lost_behind_unread_observations(make_server, wire):
     vain (seen as "no reply to 'status'" after a learner left a subscription unread for minutes).
     The server keeps such a reply and sends it ahead of any further observation."""
     rng = np.random.default_rng(1)
-    server = make_server(KinematicArm(images={"front": rng.integers(0, 255, (240, 320, 3), np.uint8)}),
-                         obs_rate_hz=100.0, send_hwm=2)
+    server = make_server(
+        KinematicArm(images={"front": rng.integers(0, 255, (240, 320, 3), np.uint8)}),
+        obs_rate_hz=100.0,
+        send_hwm=2,
+    )
     c = wire(server, "slow", heartbeat_s=0.05)
     c.sock.close(0)  # a data socket that queues two messages at most (set before it connects)
     sock = c.ctx.socket(zmq.DEALER)

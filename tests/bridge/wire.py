@@ -114,8 +114,17 @@ class WireClient:
         try:
             while not stop.is_set():
                 n += 1
-                hb.send(pack({"type": "heartbeat", "v": 1, "seq": n, "stamp_ns": time.monotonic_ns(),
-                              "sender": self.client_id}))
+                hb.send(
+                    pack(
+                        {
+                            "type": "heartbeat",
+                            "v": 1,
+                            "seq": n,
+                            "stamp_ns": time.monotonic_ns(),
+                            "sender": self.client_id,
+                        }
+                    )
+                )
                 while hb.poll(0):
                     msg = parse(hb.recv_multipart())
                     if msg["type"] == "error":
@@ -153,16 +162,26 @@ class WireClient:
     def command(self, name: str, timeout: float = 10.0, **args) -> dict:
         """Send a command and return its answer (the ``status`` or ``error`` whose ref_seq matches)."""
         seq = self.send({"type": "command", "name": name, "args": args})
-        return self.wait(lambda m: m["type"] in ("status", "error") and m.get("ref_seq") == seq, timeout,
-                         f"answer to {name} (seq {seq})")
+        return self.wait(
+            lambda m: m["type"] in ("status", "error") and m.get("ref_seq") == seq,
+            timeout,
+            f"answer to {name} (seq {seq})",
+        )
 
     def heartbeat(self, sender: str | None = None) -> int:
-        return self.send({"type": "heartbeat", "stamp_ns": time.monotonic_ns(),
-                          "sender": self.client_id if sender is None else sender})
+        return self.send(
+            {
+                "type": "heartbeat",
+                "stamp_ns": time.monotonic_ns(),
+                "sender": self.client_id if sender is None else sender,
+            }
+        )
 
     def chunk(self, actions: np.ndarray, mode: str, rate_hz: float, obs_seq: int, **fields) -> int:
-        return self.send({"type": "action_chunk", "obs_seq": obs_seq, "control_mode": mode, "rate_hz": rate_hz,
-                          **fields}, {"actions": np.asarray(actions)})
+        return self.send(
+            {"type": "action_chunk", "obs_seq": obs_seq, "control_mode": mode, "rate_hz": rate_hz, **fields},
+            {"actions": np.asarray(actions)},
+        )
 
     # ------------------------------------------------------------------ in
     def pump(self, timeout: float = 0.0) -> None:
@@ -186,7 +205,10 @@ class WireClient:
                     return m
             left = deadline - time.monotonic()
             if left <= 0:
-                seen = [(m["type"], m.get("code") or m.get("state") or m.get("seq")) for m in list(self.inbox)[-12:]]
+                seen = [
+                    (m["type"], m.get("code") or m.get("state") or m.get("seq"))
+                    for m in list(self.inbox)[-12:]
+                ]
                 raise AssertionError(f"no {what} within {timeout:g} s; last received: {seen}")
             self.pump(min(left, 0.05))
 
@@ -218,4 +240,6 @@ class WireClient:
 
     def errors(self, ref_seq: int | None = None) -> list[dict]:
         self.pump(0)
-        return [m for m in self.inbox if m["type"] == "error" and (ref_seq is None or m["ref_seq"] == ref_seq)]
+        return [
+            m for m in self.inbox if m["type"] == "error" and (ref_seq is None or m["ref_seq"] == ref_seq)
+        ]

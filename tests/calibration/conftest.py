@@ -38,7 +38,9 @@ def real_arm(tmp_path_factory):
     truth = reality_gap_params()
     mjcf = write_variant_mjcf(truth, tmp_path_factory.mktemp("real-arm") / "fr3_real.xml")
     fit_plan = plan_excitation(ExcitationConfig(duration_s=4.0, seed=0))
-    held_out = plan_excitation(ExcitationConfig(duration_s=3.0, seed=7, harmonics=(1, 2, 3), velocity_fraction=0.5))
+    held_out = plan_excitation(
+        ExcitationConfig(duration_s=3.0, seed=7, harmonics=(1, 2, 3), velocity_fraction=0.5)
+    )
     limits = SafetyLimits.from_yaml()
     # The box: 2 mm around the planned TCP path, but cut halfway along the path's largest excursion
     # from its start, so the plan itself crosses the cut (a 2 mm box alone was left only when the
@@ -65,8 +67,9 @@ def real_arm(tmp_path_factory):
             time.sleep(0.01)
         q_after = np.array(robot.current_joint_state.position)
         dq_after = np.array(robot.current_joint_state.velocity)
-    return SimpleNamespace(truth=truth, fit=fit_rec, held_out=held_rec, guard=guard, q_after=q_after,
-                           dq_after=dq_after)
+    return SimpleNamespace(
+        truth=truth, fit=fit_rec, held_out=held_rec, guard=guard, q_after=q_after, dq_after=dq_after
+    )
 
 
 @pytest.fixture(scope="session")
@@ -75,4 +78,3 @@ def sysid_fit(real_arm, tmp_path_factory):
     from calibration.sysid import fit_dynamics
 
     return fit_dynamics([real_arm.fit], tmp_path_factory.mktemp("sysid-model"))
-

@@ -11,8 +11,21 @@ from rlinf_robot.cli import main
 
 
 def test_calibrate_intrinsics_on_rendered_views(tmp_path, capsys):
-    rc = main(["calibrate", "intrinsics", "--sim", "--views", "8", "--out", str(tmp_path / "out"),
-               "--store", str(tmp_path / "store"), "--camera-serial", "cam-1"])
+    rc = main(
+        [
+            "calibrate",
+            "intrinsics",
+            "--sim",
+            "--views",
+            "8",
+            "--out",
+            str(tmp_path / "out"),
+            "--store",
+            str(tmp_path / "store"),
+            "--camera-serial",
+            "cam-1",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "[8/8]" in out and "ground truth f=" in out and "record valid" in out
@@ -23,8 +36,21 @@ def test_calibrate_intrinsics_on_rendered_views(tmp_path, capsys):
 
 
 def test_calibrate_handeye_on_rendered_views(tmp_path, capsys):
-    rc = main(["calibrate", "handeye", "--sim", "--mode", "eye_in_hand", "--poses", "8", "--out",
-               str(tmp_path / "out"), "--store", str(tmp_path / "store")])
+    rc = main(
+        [
+            "calibrate",
+            "handeye",
+            "--sim",
+            "--mode",
+            "eye_in_hand",
+            "--poses",
+            "8",
+            "--out",
+            str(tmp_path / "out"),
+            "--store",
+            str(tmp_path / "store"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "pose plan: 8 safe poses" in out and "best" in out and "ground truth:" in out
@@ -41,8 +67,22 @@ def test_calibrate_without_a_data_source_is_a_clear_error(tmp_path, capsys):
 @pytest.mark.slow
 def test_calibrate_sysid_from_a_recording(real_arm, tmp_path, capsys):
     real_arm.fit.save(tmp_path / "run.npz")
-    rc = main(["calibrate", "sysid", "--recordings", str(tmp_path / "run.npz"), "--max-evals", "1",
-               "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store"), "--robot-serial", "fr3-x"])
+    rc = main(
+        [
+            "calibrate",
+            "sysid",
+            "--recordings",
+            str(tmp_path / "run.npz"),
+            "--max-evals",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+            "--store",
+            str(tmp_path / "store"),
+            "--robot-serial",
+            "fr3-x",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "regression estimate" in out and "residual after fit" in out

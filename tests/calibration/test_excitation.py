@@ -46,10 +46,17 @@ def test_plan_that_would_leave_the_workspace_box_is_refused():
         plan_excitation(ExcitationConfig(), tight)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"duration_s": 0.1}, {"harmonics": ()}, {"amplitude": (0.1,) * 6}, {"velocity_fraction": 1.5},
-    {"start": (0.0,) * 6}, {"waypoint_dt": 2.0},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"duration_s": 0.1},
+        {"harmonics": ()},
+        {"amplitude": (0.1,) * 6},
+        {"velocity_fraction": 1.5},
+        {"start": (0.0,) * 6},
+        {"waypoint_dt": 2.0},
+    ],
+)
 def test_bad_config_names_the_key(kwargs):
     with pytest.raises(ConfigError, match="excitation"):
         ExcitationConfig(**kwargs)

@@ -60,7 +60,9 @@ def test_a_corrupted_view_is_rejected_and_does_not_move_the_focal_length(noisy_v
     data, clean, detections = noisy_views
     rng = np.random.default_rng(0)
     bad = detections[3]
-    shaken = Detection(bad.ids, bad.image_points + rng.normal(0, 4.0, bad.image_points.shape), bad.object_points)
+    shaken = Detection(
+        bad.ids, bad.image_points + rng.normal(0, 4.0, bad.image_points.shape), bad.object_points
+    )
     dets = list(detections)
     dets[3] = shaken
     result = calibrate_intrinsics(dets, clean.image_size)

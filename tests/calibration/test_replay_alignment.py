@@ -57,8 +57,18 @@ def test_replay_matches_franka_sims_own_backend(tmp_path):
     cmd = _commands(1500)
     np.savez(tmp_path / "in.npz", q0=START, cmd=cmd)
     (tmp_path / "step.py").write_text(_FRANKA_SIM_STEPPER)
-    subprocess.run([str(python), str(tmp_path / "step.py"), str(mjcf), str(tmp_path / "in.npz"),
-                    str(tmp_path / "out.npy")], check=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [
+            str(python),
+            str(tmp_path / "step.py"),
+            str(mjcf),
+            str(tmp_path / "in.npz"),
+            str(tmp_path / "out.npy"),
+        ],
+        check=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     theirs = np.load(tmp_path / "out.npy")
     ours = ServoReplay(tmp_path, params).run(START, np.zeros(7), cmd)
     assert np.abs(ours - theirs).max() < 1e-6
@@ -88,8 +98,12 @@ def test_segments_cut_at_stalls_and_commands_follow_the_timeline():
     tl = StepTimeline(steps=steps, fit=np.zeros(len(steps)))
     segs = plan_segments(tl, min_states=2)
     assert [(s.start, s.stop) for s in segs] == [(0, 3), (4, 13)]
-    rec = Recording(t=np.arange(14) * 1e-3, q=np.zeros((14, 7)), dq=np.zeros((14, 7)),
-                    dq_cmd=np.arange(14)[:, None] * np.ones((1, 7)))
+    rec = Recording(
+        t=np.arange(14) * 1e-3,
+        q=np.zeros((14, 7)),
+        dq=np.zeros((14, 7)),
+        dq_cmd=np.arange(14)[:, None] * np.ones((1, 7)),
+    )
     cmds = segment_commands(rec, tl, segs[1])
     # One command per physics step, each the echo of the latest state at least one step old.
     assert len(cmds) == tl.index[13] - tl.index[4]

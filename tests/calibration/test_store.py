@@ -13,9 +13,17 @@ from rlinf_robot.errors import ConfigError
 
 def _record(kind="handeye", residuals=None, created="2030-01-01T00:00:00Z", data_hash="abcdef0123", **kw):
     residuals = residuals if residuals is not None else {"translation_rms_mm": 0.4, "rotation_rms_deg": 0.05}
-    return CalibrationRecord(kind=kind, robot_serial="fr3-1", camera_serial="cam-7", method="opencv-park",
-                             residuals=residuals, data_hash=data_hash, payload={"transform": [[1.0]]},
-                             created=created, **kw)
+    return CalibrationRecord(
+        kind=kind,
+        robot_serial="fr3-1",
+        camera_serial="cam-7",
+        method="opencv-park",
+        residuals=residuals,
+        data_hash=data_hash,
+        payload={"transform": [[1.0]]},
+        created=created,
+        **kw,
+    )
 
 
 def test_record_has_a_versioned_id_and_round_trips(tmp_path):
@@ -60,10 +68,16 @@ def test_require_refuses_without_a_valid_calibration_unless_forced(tmp_path):
         store.require(("handeye",), now=now + timedelta(days=60))
 
 
-@pytest.mark.parametrize("bad", [
-    {"kind": "lidar"}, {"data_hash": "not-hex!"}, {"residuals": {"rms_px": -1.0}}, {"valid_days": -3},
-    {"residuals": {"rms_px": float("nan")}},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"kind": "lidar"},
+        {"data_hash": "not-hex!"},
+        {"residuals": {"rms_px": -1.0}},
+        {"valid_days": -3},
+        {"residuals": {"rms_px": float("nan")}},
+    ],
+)
 def test_bad_records_are_refused_with_the_key(bad):
     kw = {"kind": "intrinsics", "residuals": {"rms_px": 0.1}} | bad
     with pytest.raises(ConfigError, match="calibration"):
@@ -84,8 +98,13 @@ def test_doctor_warns_about_stale_out_of_bound_and_missing_calibrations(tmp_path
 
     store = CalibrationStore(tmp_path)
     store.save(_record(created="2001-01-01T00:00:00Z"))  # long expired
-    store.save(_record(kind="intrinsics", residuals={"rms_px": 3.0}, created=datetime.now(timezone.utc)
-                       .strftime("%Y-%m-%dT%H:%M:%SZ")))
+    store.save(
+        _record(
+            kind="intrinsics",
+            residuals={"rms_px": 3.0},
+            created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+    )
     (tmp_path / "sysid").mkdir()
     (tmp_path / "sysid" / "sysid-20300101T000000Z-abcd.json").write_text("{not json")
     lines = {label: (ok, detail) for ok, label, detail in status_lines(store)}

@@ -71,7 +71,11 @@ def fit_errors(res, truth) -> dict[str, np.ndarray]:
     for key in PARAM_KEYS:  # a group left out of the fit keeps its nominal value and no std
         err = np.abs(getattr(res.params, key) - getattr(truth, key))
         std = res.std.get(key, np.zeros_like(err))
-        out[key] = (err / np.abs(getattr(truth, key)), err, np.divide(err, std, out=np.full_like(err, np.inf), where=std > 0))
+        out[key] = (
+            err / np.abs(getattr(truth, key)),
+            err,
+            np.divide(err, std, out=np.full_like(err, np.inf), where=std > 0),
+        )
     return out
 
 
@@ -79,7 +83,9 @@ def assert_fit_as_documented(res, truth) -> None:
     errors = fit_errors(res, truth)
     shown = {k: [np.round(100 * e[0], 2).tolist(), np.round(e[2], 2).tolist()] for k, e in errors.items()}
     assert res.residual_after < RESIDUAL_AFTER and res.improvement >= IMPROVEMENT, (
-        res.residual_before, res.residual_after)
+        res.residual_before,
+        res.residual_after,
+    )
     assert np.all(errors["joint_damping"][0] <= DAMPING_REL), shown
     assert np.all(errors["joint_frictionloss"][0] <= FRICTION_REL), shown
     assert errors["payload_mass"][1][0] <= PAYLOAD_KG, shown

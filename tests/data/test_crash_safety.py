@@ -20,9 +20,14 @@ SCRIPT = Path(__file__).with_name("writer_proc.py")
 
 
 def start_writer(root: Path, mode: str, n: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(SCRIPT), str(root), mode, str(n)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(root), mode, str(n)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def check_committed(root: Path, n: int) -> None:
@@ -40,8 +45,11 @@ def data_files(root: Path) -> list[str]:
 
 
 def episode_rows(root: Path) -> list[int]:
-    return sorted(r["episode_index"] for p in (root / "meta/episodes").glob("*/*.parquet")
-                  for r in pq.read_table(p).to_pylist())
+    return sorted(
+        r["episode_index"]
+        for p in (root / "meta/episodes").glob("*/*.parquet")
+        for r in pq.read_table(p).to_pylist()
+    )
 
 
 def test_sigkill_mid_episode_keeps_every_committed_episode_and_nothing_of_the_partial_one(tmp_path):

@@ -18,14 +18,21 @@ from rlinf_robot.data.lerobot_writer import LeRobotWriter
 from tests.data.writer_proc import FEATURES, FPS, episode_values, task_of, write_episode
 
 HERE = Path(__file__).parent
-PYTHON = Path(os.environ.get("RLINF_LEROBOT_PYTHON", HERE.parents[1] / "build" / "lerobot-venv" / "bin" / "python"))
+PYTHON = Path(
+    os.environ.get("RLINF_LEROBOT_PYTHON", HERE.parents[1] / "build" / "lerobot-venv" / "bin" / "python")
+)
 
 
 def lerobot_available() -> str:
     if not PYTHON.exists():
         return f"no LeRobot venv at {PYTHON} (make setup builds one: tools/lerobot_reader_venv.sh)"
-    probe = subprocess.run([str(PYTHON), "-c", "import lerobot.datasets.lerobot_dataset"], capture_output=True,
-                           text=True, timeout=300, cwd="/tmp")
+    probe = subprocess.run(
+        [str(PYTHON), "-c", "import lerobot.datasets.lerobot_dataset"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/tmp",
+    )
     if probe.returncode:
         return f"{PYTHON} cannot import lerobot.datasets: {probe.stderr.strip().splitlines()[-1:]}"
     return ""
@@ -41,11 +48,17 @@ def test_lerobot_reads_our_dataset(tmp_path):
     for i in range(3):
         write_episode(w, i)
     env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    run = subprocess.run([str(PYTHON), str(HERE / "lerobot_read.py"), str(root)], capture_output=True, text=True,
-                         timeout=600, cwd="/tmp", env=env)
+    run = subprocess.run(
+        [str(PYTHON), str(HERE / "lerobot_read.py"), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd="/tmp",
+        env=env,
+    )
     line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
     assert run.returncode == 0 and line, run.stderr[-3000:]
-    got = json.loads(line[0][len("RESULT "):])
+    got = json.loads(line[0][len("RESULT ") :])
 
     sent = [(i, t, f) for i in range(3) for t, f in enumerate(episode_values(i))]
     assert got["version"] == "v3.0" and got["fps"] == FPS

@@ -22,12 +22,16 @@ def read_dataset(root):
     rows = []
     for path in sorted((root / "meta/episodes").glob("chunk-*/file-*.parquet")):
         rows += pq.read_table(path).to_pylist()
-    rows = sorted((r for r in rows if r["episode_index"] < info["total_episodes"]), key=lambda r: r["episode_index"])
+    rows = sorted(
+        (r for r in rows if r["episode_index"] < info["total_episodes"]), key=lambda r: r["episode_index"]
+    )
     tasks = pq.read_table(root / "meta/tasks.parquet").to_pydict()
     task_of_index = dict(zip(tasks["task_index"], tasks["task"], strict=True))
     episodes = []
     for r in rows:
-        path = root / info["data_path"].format(chunk_index=r["data/chunk_index"], file_index=r["data/file_index"])
+        path = root / info["data_path"].format(
+            chunk_index=r["data/chunk_index"], file_index=r["data/file_index"]
+        )
         table = pq.read_table(path).to_pydict()
         sel = [i for i, e in enumerate(table["episode_index"]) if e == r["episode_index"]]
         episodes.append((r, {k: [v[i] for i in sel] for k, v in table.items()}, task_of_index))
@@ -45,7 +49,9 @@ def check_episode(i, row, frames, task_of_index, first_index):
     np.testing.assert_allclose(frames["timestamp"], np.arange(n) / FPS, rtol=1e-6)
     assert {task_of_index[t] for t in frames["task_index"]} == {task_of(i)}
     for t, frame in enumerate(sent):
-        np.testing.assert_array_equal(np.asarray(frames["observation.state"][t], np.float32), frame["observation.state"])
+        np.testing.assert_array_equal(
+            np.asarray(frames["observation.state"][t], np.float32), frame["observation.state"]
+        )
         np.testing.assert_array_equal(np.asarray(frames["action"][t], np.float32), frame["action"])
         assert np.float32(frames["next.reward"][t]) == frame["next.reward"]
         assert frames["next.done"][t] == frame["next.done"]
@@ -118,7 +124,9 @@ def test_reopening_appends_and_keeps_stats_exact(tmp_path):
     for i, (row, frames, task_of_index) in enumerate(episodes):
         check_episode(i, row, frames, task_of_index, first)
         first += row["length"]
-    states = np.concatenate([[f["observation.state"] for f in episode_values(i)] for i in range(4)]).astype(np.float64)
+    states = np.concatenate([[f["observation.state"] for f in episode_values(i)] for i in range(4)]).astype(
+        np.float64
+    )
     stats = json.loads((root / "meta/stats.json").read_text())
     np.testing.assert_allclose(stats["observation.state"]["std"], states.std(0), rtol=1e-6)
     assert stats["index"]["max"] == [first - 1]

@@ -55,9 +55,13 @@ class ScriptedArm:
         aborted = end and self.episode in self.aborts
         reward = float(-0.01 * self.t)
         self.rewards[-1].append(reward)
-        info = {"latency_ms": {"step": np.array([3.0])}, "executed": np.array([1]),
-                "aborted": np.array([aborted]), "success": np.array([end and not aborted]),
-                "rejections": [[{"code": "LATCHED", "message": "arm latched"}] if aborted else []]}
+        info = {
+            "latency_ms": {"step": np.array([3.0])},
+            "executed": np.array([1]),
+            "aborted": np.array([aborted]),
+            "success": np.array([end and not aborted]),
+            "rejections": [[{"code": "LATCHED", "message": "arm latched"}] if aborted else []],
+        }
         return self._obs(), np.array([reward]), np.array([False]), np.array([end]), info
 
     def close(self):
@@ -65,19 +69,32 @@ class ScriptedArm:
 
 
 def make_worker(tmp_path, arm):
-    worker = RealEnvWorker("tcp://127.0.0.1:1", env=ENV, policy="mlp", policy_kwargs={}, source="real:arm0",
-                           retry_s=0.05, record_dir=str(tmp_path / "datasets"))
+    worker = RealEnvWorker(
+        "tcp://127.0.0.1:1",
+        env=ENV,
+        policy="mlp",
+        policy_kwargs={},
+        source="real:arm0",
+        retry_s=0.05,
+        record_dir=str(tmp_path / "datasets"),
+    )
     worker._connect = lambda: arm  # the scripted arm instead of a bridge connection
     return worker
 
 
 def dataset(root):
     info = json.loads((root / "meta/info.json").read_text())
-    rows = sorted(pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist(),
-                  key=lambda r: r["episode_index"])
-    frames = [pq.read_table(root / info["data_path"].format(chunk_index=r["data/chunk_index"],
-                                                            file_index=r["data/file_index"])).to_pydict()
-              for r in rows]
+    rows = sorted(
+        pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist(),
+        key=lambda r: r["episode_index"],
+    )
+    frames = [
+        pq.read_table(
+            root
+            / info["data_path"].format(chunk_index=r["data/chunk_index"], file_index=r["data/file_index"])
+        ).to_pydict()
+        for r in rows
+    ]
     return info, rows, frames
 
 
@@ -112,14 +129,19 @@ def test_real_episodes_are_recorded_as_they_end(tmp_path):
         assert row["length"] == n == len(f["frame_index"])
         # what was sent and what came back, frame by frame
         np.testing.assert_array_equal(np.stack(f["action"]).astype(np.float32), np.stack(arm.sent[k]))
-        np.testing.assert_array_equal(np.stack(f["observation.state"]).astype(np.float32), np.stack(arm.states[k][:n]))
+        np.testing.assert_array_equal(
+            np.stack(f["observation.state"]).astype(np.float32), np.stack(arm.states[k][:n])
+        )
         np.testing.assert_allclose(f["next.reward"], arm.rewards[k], rtol=1e-6)
         assert f["source"] == ["real:arm0"] * n and f["intervened"] == [False] * n
         assert f["policy.version"] == [-1] * n  # the initial weights acted
         assert np.all(np.diff(f["wall_time"]) >= 0) and abs(f["wall_time"][0] - row["t_start"]) < 5
         # an aborted episode did not end: its last frame is not "done"
         assert f["next.done"][-1] == (not row["aborted"])
-        assert json.loads(row["final_state"]) == np.asarray(arm.states[k][n], dtype=np.float32).astype(float).tolist()
+        assert (
+            json.loads(row["final_state"])
+            == np.asarray(arm.states[k][n], dtype=np.float32).astype(float).tolist()
+        )
     tasks = pq.read_table(root / "meta/tasks.parquet").to_pydict()
     assert tasks["task"] == ["move the gripper to the red ball"]
 

@@ -35,16 +35,19 @@ def episode_values(i: int) -> list[dict]:
     """The frames of episode ``i``: deterministic, so a checker can rebuild what was sent."""
     rng = np.random.default_rng(1000 + i)
     n = 6 + i % 4
-    return [{
-        "observation.state": rng.normal(size=5).astype(np.float32),
-        "observation.images.wrist": rng.integers(0, 256, (12, 16, 3), dtype=np.uint8),
-        "action": rng.uniform(-1, 1, 3).astype(np.float32),
-        "next.reward": np.float32(-0.1 * t),
-        "next.done": t == n - 1,
-        "source": "real:arm0",
-        "policy.version": i // 2,
-        "intervened": t % 3 == 1,
-    } for t in range(n)]
+    return [
+        {
+            "observation.state": rng.normal(size=5).astype(np.float32),
+            "observation.images.wrist": rng.integers(0, 256, (12, 16, 3), dtype=np.uint8),
+            "action": rng.uniform(-1, 1, 3).astype(np.float32),
+            "next.reward": np.float32(-0.1 * t),
+            "next.done": t == n - 1,
+            "source": "real:arm0",
+            "policy.version": i // 2,
+            "intervened": t % 3 == 1,
+        }
+        for t in range(n)
+    ]
 
 
 def task_of(i: int) -> str:

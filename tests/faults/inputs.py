@@ -44,8 +44,23 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 SEED = 19_003
-ERROR_CODES = {"malformed", "version", "too_large", "refused", "latched", "busy", "fault", "unsafe", "no_state",
-               "failed", "old_seq", "unknown_obs", "stale_obs", "late", "dropped"}
+ERROR_CODES = {
+    "malformed",
+    "version",
+    "too_large",
+    "refused",
+    "latched",
+    "busy",
+    "fault",
+    "unsafe",
+    "no_state",
+    "failed",
+    "old_seq",
+    "unknown_obs",
+    "stale_obs",
+    "late",
+    "dropped",
+}
 DECODE_CODES = {"malformed", "version", "too_large"}
 pack = msgspec.msgpack.encode
 
@@ -62,19 +77,33 @@ class Tally:
 
     def line(self) -> str:
         top = ", ".join(f"{k} {v}" for k, v in self.outcomes.most_common(6))
-        return (f"{self.name:12s} {self.clean:6d}/{self.ran:<6d} clean in {self.seconds:6.1f} s"
-                f"  ({top}{', ...' if len(self.outcomes) > 6 else ''})")
+        return (
+            f"{self.name:12s} {self.clean:6d}/{self.ran:<6d} clean in {self.seconds:6.1f} s"
+            f"  ({top}{', ...' if len(self.outcomes) > 6 else ''})"
+        )
 
 
-def run_cases(name: str, strategy: st.SearchStrategy, check: Callable[[Any], str], n: int,
-              seed: int = SEED, keep: int = 5) -> Tally:
+def run_cases(
+    name: str,
+    strategy: st.SearchStrategy,
+    check: Callable[[Any], str],
+    n: int,
+    seed: int = SEED,
+    keep: int = 5,
+) -> Tally:
     """Draw ``n`` cases from ``strategy`` (seeded; generation only, no shrinking, no example
     database) and run ``check`` on each; never raises for a failing case, it is tallied."""
     tally = Tally(name)
 
     @hypothesis_seed(seed)
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate], derandomize=False,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def one(case):
         tally.ran += 1
@@ -84,7 +113,9 @@ def run_cases(name: str, strategy: st.SearchStrategy, check: Callable[[Any], str
             tally.outcomes["FAILED"] += 1
             tally.crashes += not isinstance(exc, AssertionError)
             if len(tally.failures) < keep:
-                what = "" if isinstance(exc, AssertionError) else "".join(traceback.format_exception(exc)[-3:])
+                what = (
+                    "" if isinstance(exc, AssertionError) else "".join(traceback.format_exception(exc)[-3:])
+                )
                 tally.failures.append(f"{type(exc).__name__}: {exc}\n  case: {_short(case)}\n{what}")
             return
         tally.clean += 1
@@ -104,17 +135,24 @@ def _short(case: Any, limit: int = 400) -> str:
 # ====================================================================== values
 def nasty_scalars(binary: bool = True) -> st.SearchStrategy:
     return st.one_of(
-        st.none(), st.booleans(),
-        st.integers(-(2**63), 2**64 - 1), st.sampled_from([0, -1, 1, 2**31, 2**63 - 1, 2**64 - 1, -(2**63)]),
-        st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -0.0]),
-        st.text(max_size=12), *([st.binary(max_size=12)] if binary else []),
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**64 - 1),
+        st.sampled_from([0, -1, 1, 2**31, 2**63 - 1, 2**64 - 1, -(2**63)]),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -0.0]),
+        st.text(max_size=12),
+        *([st.binary(max_size=12)] if binary else []),
     )
 
 
 def nasty_values(binary: bool = True) -> st.SearchStrategy:
     """Nested lists and maps of nasty scalars (``binary=False``: only what JSON and YAML can hold)."""
-    return st.recursive(nasty_scalars(binary), lambda c: st.lists(c, max_size=4) | st.dictionaries(
-        st.text(max_size=8), c, max_size=4), max_leaves=6)
+    return st.recursive(
+        nasty_scalars(binary),
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+        max_leaves=6,
+    )
 
 
 # ====================================================================== protocol
@@ -122,15 +160,34 @@ def _valid_messages() -> list[list[bytes]]:
     from rlinf_robot.protocol import ActionChunk, Command, Error, Heartbeat, Observation, Status, encode
 
     msgs = [
-        ActionChunk(seq=7, obs_seq=3, control_mode="joint_delta", rate_hz=10.0, actions=np.full((2, 7), 0.01, np.float32)),
-        ActionChunk(seq=8, obs_seq=3, control_mode="ee_target", rate_hz=20.0, gripper=True,
-                    actions=np.tile(np.array([0.5, 0, 0.4, 1, 0, 0, 0, 0.04]), (3, 1))),
+        ActionChunk(
+            seq=7,
+            obs_seq=3,
+            control_mode="joint_delta",
+            rate_hz=10.0,
+            actions=np.full((2, 7), 0.01, np.float32),
+        ),
+        ActionChunk(
+            seq=8,
+            obs_seq=3,
+            control_mode="ee_target",
+            rate_hz=20.0,
+            gripper=True,
+            actions=np.tile(np.array([0.5, 0, 0.4, 1, 0, 0, 0, 0.04]), (3, 1)),
+        ),
         Heartbeat(seq=9, stamp_ns=123, sender="fuzz"),
         Command(seq=10, name="status"),
         Status(seq=11, stamp_ns=5, state="ACTIVE", counters={"a": 1}, latency_ms={"x": {"p50": 1.0}}),
         Error(code="malformed", message="m", field="$.x", ref_seq=3),
-        Observation(seq=13, stamp_ns=9, joint_pos=np.zeros(7), joint_vel=np.zeros(7), ee_pose=np.zeros(7),
-                    images={"front": np.zeros((4, 5, 3), np.uint8)}, instruction="reach"),
+        Observation(
+            seq=13,
+            stamp_ns=9,
+            joint_pos=np.zeros(7),
+            joint_vel=np.zeros(7),
+            ee_pose=np.zeros(7),
+            images={"front": np.zeros((4, 5, 3), np.uint8)},
+            instruction="reach",
+        ),
     ]
     return [[bytes(f) for f in encode(m)] for m in msgs]
 
@@ -161,9 +218,9 @@ def mutated_frames(draw) -> list[bytes]:
             f[at:at] = draw(st.binary(min_size=1, max_size=8))
         elif kind == "delete" and f:
             at = draw(st.integers(0, len(f) - 1))
-            del f[at:at + draw(st.integers(1, 8))]
+            del f[at : at + draw(st.integers(1, 8))]
         elif kind == "truncate":
-            del f[draw(st.integers(0, len(f))):]
+            del f[draw(st.integers(0, len(f))) :]
         elif kind == "drop" and len(frames) > 1:
             frames.pop(i)
         elif kind == "dup":
@@ -176,9 +233,29 @@ def mutated_frames(draw) -> list[bytes]:
     return [bytes(f) for f in frames]
 
 
-_HEADER_KEYS = ["type", "v", "seq", "obs_seq", "control_mode", "rate_hz", "actions", "gripper", "hops", "align",
-                "first_action_time_ns", "policy_version", "stamp_ns", "sender", "name", "args", "code", "state",
-                "joint_pos", "images", "ref_seq"]
+_HEADER_KEYS = [
+    "type",
+    "v",
+    "seq",
+    "obs_seq",
+    "control_mode",
+    "rate_hz",
+    "actions",
+    "gripper",
+    "hops",
+    "align",
+    "first_action_time_ns",
+    "policy_version",
+    "stamp_ns",
+    "sender",
+    "name",
+    "args",
+    "code",
+    "state",
+    "joint_pos",
+    "images",
+    "ref_seq",
+]
 
 
 @st.composite
@@ -192,10 +269,17 @@ def structured_frames(draw) -> list[bytes]:
         if draw(st.booleans()) and key in header:
             del header[key]
         else:
-            header[key] = draw(nasty_values() | st.fixed_dictionaries(
-                {"dtype": st.sampled_from(["<f4", "<f8", ">f4", "|O", "<i4", "|u1", "x"]) | nasty_scalars(),
-                 "shape": st.lists(st.integers(-3, 9), max_size=3) | nasty_scalars(),
-                 "frame": st.integers(-2, 4) | nasty_scalars()}))
+            header[key] = draw(
+                nasty_values()
+                | st.fixed_dictionaries(
+                    {
+                        "dtype": st.sampled_from(["<f4", "<f8", ">f4", "|O", "<i4", "|u1", "x"])
+                        | nasty_scalars(),
+                        "shape": st.lists(st.integers(-3, 9), max_size=3) | nasty_scalars(),
+                        "frame": st.integers(-2, 4) | nasty_scalars(),
+                    }
+                )
+            )
     tail = draw(st.just(base[1:]) | st.lists(st.binary(max_size=80), max_size=3))
     return [pack(header), *tail]
 
@@ -203,8 +287,10 @@ def structured_frames(draw) -> list[bytes]:
 def protocol_cases() -> st.SearchStrategy:
     return st.one_of(
         st.lists(st.binary(max_size=300), min_size=0, max_size=5),  # random frames (also none at all)
-        mutated_frames(), mutated_frames(),
-        structured_frames(), structured_frames(),
+        mutated_frames(),
+        mutated_frames(),
+        structured_frames(),
+        structured_frames(),
     )
 
 
@@ -238,14 +324,19 @@ class WireHarness:
         assert phase in ("intruder", "holder")
         self.phase = phase
         self.arm = KinematicArm(images={"front": np.zeros((8, 8, 3), np.uint8)}, instruction="reach")
-        self.server = BridgeServer(self.arm, ServerConfig(
-            endpoint="tcp://127.0.0.1:*", obs_rate_hz=50.0, deadman_ms=2000.0, lease_timeout_ms=10_000.0)).start()
+        self.server = BridgeServer(
+            self.arm,
+            ServerConfig(
+                endpoint="tcp://127.0.0.1:*", obs_rate_hz=50.0, deadman_ms=2000.0, lease_timeout_ms=10_000.0
+            ),
+        ).start()
         self.holder = None
         self.fuzz = None
         try:
             if phase == "intruder":
-                self.holder = BridgeClient(endpoint=self.server.endpoint, connect_timeout_s=5.0,
-                                           link_timeout_ms=5000.0).connect()
+                self.holder = BridgeClient(
+                    endpoint=self.server.endpoint, connect_timeout_s=5.0, link_timeout_ms=5000.0
+                ).connect()
                 self.holder.acquire_lease()
                 self.fuzz = WireClient(self.server.endpoint, "fuzzer")
             else:
@@ -275,13 +366,19 @@ class WireHarness:
         sentinel = self.SENTINEL + self.n
         self.fuzz.send_frames(frames)
         self.fuzz.send({"type": "command", "name": "status", "seq": sentinel})
-        self.fuzz.wait(lambda m: m["type"] == "status" and m.get("ref_seq") == sentinel, 10.0,
-                       "the status closing the case (the server stopped answering?)")
+        self.fuzz.wait(
+            lambda m: m["type"] == "status" and m.get("ref_seq") == sentinel,
+            10.0,
+            "the status closing the case (the server stopped answering?)",
+        )
         obs = [m["seq"] for m in self.fuzz.inbox if m["type"] == "observation"]
         if obs and self.phase == "holder":
             self.obs_seq = max(self.obs_seq, *obs)
-        answers = [m for m in self.fuzz.inbox if m["type"] != "observation"
-                   and not (m["type"] == "heartbeat" and self.phase == "holder")]  # (from its #hb thread)
+        answers = [
+            m
+            for m in self.fuzz.inbox
+            if m["type"] != "observation" and not (m["type"] == "heartbeat" and self.phase == "holder")
+        ]  # (from its #hb thread)
         self.fuzz.inbox.clear()
         return answers
 
@@ -299,7 +396,9 @@ class WireHarness:
         if msg is not None:
             seq = getattr(msg, "seq", -1)
             if isinstance(msg, ActionChunk):
-                expect = ("error", "refused", seq) if self.phase == "intruder" else ("error", _doomed(msg), seq)
+                expect = (
+                    ("error", "refused", seq) if self.phase == "intruder" else ("error", _doomed(msg), seq)
+                )
             elif isinstance(msg, Heartbeat):
                 ok = msg.sender in ("", "fuzzer")
                 expect = ("heartbeat",) if ok else ("error", "refused", seq)
@@ -326,8 +425,9 @@ class WireHarness:
             assert a["type"] == "status", a
             return "command:status"
         _, code, ref_seq = expect
-        assert a["type"] == "error" and a["code"] == code and a["ref_seq"] == ref_seq, \
+        assert a["type"] == "error" and a["code"] == code and a["ref_seq"] == ref_seq, (
             f"expected error {code} for seq {ref_seq}, got {a}"
+        )
         assert a["code"] in ERROR_CODES
         self.expected_refusals[code] += 1
         return f"error:{code}"
@@ -381,7 +481,9 @@ def _doomed(msg) -> str:
 
 
 def wire_cases(phase: str) -> st.SearchStrategy:
-    bad = st.one_of(st.lists(st.binary(max_size=200), min_size=1, max_size=4), mutated_frames(), structured_frames())
+    bad = st.one_of(
+        st.lists(st.binary(max_size=200), min_size=1, max_size=4), mutated_frames(), structured_frames()
+    )
     if phase == "intruder":
         return st.one_of(bad, well_formed_from_intruder())
     return doomed_chunks()
@@ -402,17 +504,38 @@ def well_formed_from_intruder(draw) -> list[bytes]:
     if kind == "chunk":
         mode = draw(st.sampled_from(sorted(_MODES)))
         h = draw(st.integers(1, 4))
-        actions = draw(st.lists(st.floats(width=32) | st.sampled_from([1e30, -1e30]), min_size=h * _MODES[mode],
-                                max_size=h * _MODES[mode]))
-        msg = ActionChunk(seq=seq, obs_seq=draw(st.integers(-5, 10**6)), control_mode=mode,
-                          rate_hz=draw(st.floats(0.5, 2000)), actions=np.array(actions, np.float32).reshape(h, -1))
+        actions = draw(
+            st.lists(
+                st.floats(width=32) | st.sampled_from([1e30, -1e30]),
+                min_size=h * _MODES[mode],
+                max_size=h * _MODES[mode],
+            )
+        )
+        msg = ActionChunk(
+            seq=seq,
+            obs_seq=draw(st.integers(-5, 10**6)),
+            control_mode=mode,
+            rate_hz=draw(st.floats(0.5, 2000)),
+            actions=np.array(actions, np.float32).reshape(h, -1),
+        )
     elif kind == "command":  # not "stop" (anyone may latch the e-stop) nor "subscribe" (observations)
-        msg = Command(seq=seq, name=draw(st.sampled_from(_SAFE_CMDS)),
-                      args=draw(st.dictionaries(st.text(max_size=4), st.integers(-(2**63), 2**63 - 1) | st.text(max_size=4),
-                                                max_size=2)))
+        msg = Command(
+            seq=seq,
+            name=draw(st.sampled_from(_SAFE_CMDS)),
+            args=draw(
+                st.dictionaries(
+                    st.text(max_size=4), st.integers(-(2**63), 2**63 - 1) | st.text(max_size=4), max_size=2
+                )
+            ),
+        )
     elif kind == "heartbeat":
-        msg = Heartbeat(seq=seq, stamp_ns=draw(st.integers(0, 2**63 - 1)),
-                        sender=draw(st.sampled_from(["", "fuzzer", "holder", "fuzzer#hb", "x" * 300]) | st.text(max_size=8)))
+        msg = Heartbeat(
+            seq=seq,
+            stamp_ns=draw(st.integers(0, 2**63 - 1)),
+            sender=draw(
+                st.sampled_from(["", "fuzzer", "holder", "fuzzer#hb", "x" * 300]) | st.text(max_size=8)
+            ),
+        )
     else:
         msg = Status(seq=seq, stamp_ns=1, state="ACTIVE")
     return [bytes(f) for f in encode(msg)]
@@ -428,7 +551,9 @@ def doomed_chunks(draw) -> list[bytes]:
     grip = draw(st.booleans())
     width = _MODES[mode] + grip
     h = draw(st.integers(1, 5))
-    values = np.array(draw(st.lists(st.floats(-0.01, 0.01), min_size=h * width, max_size=h * width)), np.float64)
+    values = np.array(
+        draw(st.lists(st.floats(-0.01, 0.01), min_size=h * width, max_size=h * width)), np.float64
+    )
     why = draw(st.sampled_from(["nan", "unknown_obs", "late"]))
     obs_seq = 1
     first = 0
@@ -439,32 +564,91 @@ def doomed_chunks(draw) -> list[bytes]:
     else:
         first = draw(st.integers(1, 10**6))  # robot-clock ns: long before the server started
     dtype = draw(st.sampled_from([np.float32, np.float64]))
-    msg = ActionChunk(seq=draw(st.integers(1, 2**62)), obs_seq=obs_seq, control_mode=mode,
-                      rate_hz=draw(st.floats(1.0, 1000.0)), gripper=grip, first_action_time_ns=first,
-                      actions=values.reshape(h, width).astype(dtype))
+    msg = ActionChunk(
+        seq=draw(st.integers(1, 2**62)),
+        obs_seq=obs_seq,
+        control_mode=mode,
+        rate_hz=draw(st.floats(1.0, 1000.0)),
+        gripper=grip,
+        first_action_time_ns=first,
+        actions=values.reshape(h, width).astype(dtype),
+    )
     return [bytes(f) for f in encode(msg)]
 
 
 # ====================================================================== the training config
-_CONFIG_KEYS = ["mode", "seed", "task.name", "task.action_mode", "task.control_hz", "task.terminate_on_success",
-                "sim.num_envs", "sim.num_shards", "sim.stages", "sim.transport", "robot.kind", "robot.endpoints",
-                "robot.ready_timeout_s", "policy.name", "hybrid.real_fraction", "hybrid.max_staleness",
-                "hybrid.max_real_uses", "budget.wall_s", "budget.updates", "budget.pretrain_target",
-                "eval.sim_episodes", "run.checkpoint_every", "run.wandb", "run.id", "run.learner_nice",
-                "algorithm.name", "sim", "policy", "algorithm", "cluster", "task"]
+_CONFIG_KEYS = [
+    "mode",
+    "seed",
+    "task.name",
+    "task.action_mode",
+    "task.control_hz",
+    "task.terminate_on_success",
+    "sim.num_envs",
+    "sim.num_shards",
+    "sim.stages",
+    "sim.transport",
+    "robot.kind",
+    "robot.endpoints",
+    "robot.ready_timeout_s",
+    "policy.name",
+    "hybrid.real_fraction",
+    "hybrid.max_staleness",
+    "hybrid.max_real_uses",
+    "budget.wall_s",
+    "budget.updates",
+    "budget.pretrain_target",
+    "eval.sim_episodes",
+    "run.checkpoint_every",
+    "run.wandb",
+    "run.id",
+    "run.learner_nice",
+    "algorithm.name",
+    "sim",
+    "policy",
+    "algorithm",
+    "cluster",
+    "task",
+]
 
 
 def _key() -> st.SearchStrategy:
     known = st.sampled_from(_CONFIG_KEYS)
     typo = st.builds(lambda k, s: k + s, known, st.sampled_from(["x", "_", "s", ".extra", "2"]))
-    return st.one_of(known, known, typo, st.from_regex(r"[a-z][a-z_]{0,8}(\.[a-z][a-z_]{0,8}){0,2}", fullmatch=True))
+    return st.one_of(
+        known, known, typo, st.from_regex(r"[a-z][a-z_]{0,8}(\.[a-z][a-z_]{0,8}){0,2}", fullmatch=True)
+    )
 
 
 def _override_value() -> st.SearchStrategy:
     return st.one_of(
-        st.sampled_from(["null", "true", "false", "nan", "inf", "-inf", "-1", "0", "1e400", "abc", "[]", "{}",
-                         "[1,2]", "{a: 1}", "''", "hybrid", "sim_only", "ppo", "mujoco", "remote", "none"]),
-        st.integers(-(10**12), 10**12).map(str), st.floats(allow_nan=False, allow_infinity=False).map(repr),
+        st.sampled_from(
+            [
+                "null",
+                "true",
+                "false",
+                "nan",
+                "inf",
+                "-inf",
+                "-1",
+                "0",
+                "1e400",
+                "abc",
+                "[]",
+                "{}",
+                "[1,2]",
+                "{a: 1}",
+                "''",
+                "hybrid",
+                "sim_only",
+                "ppo",
+                "mujoco",
+                "remote",
+                "none",
+            ]
+        ),
+        st.integers(-(10**12), 10**12).map(str),
+        st.floats(allow_nan=False, allow_infinity=False).map(repr),
         st.from_regex(r"[A-Za-z0-9_.\-]{1,10}", fullmatch=True),
     )
 
@@ -545,7 +729,12 @@ def saved_config_files(draw) -> tuple[str, list[str]]:
     if draw(st.integers(0, 9)) == 0:  # damaged text: cut off or a byte changed
         text = saved_config()
         at = draw(st.integers(0, len(text) - 1))
-        return (text[:at] + draw(st.sampled_from(["", ":", "\t", "- ", "{", "'", "\x00", "\n  x"])) + text[at + 1:], [])
+        return (
+            text[:at]
+            + draw(st.sampled_from(["", ":", "\t", "- ", "{", "'", "\x00", "\n  x"]))
+            + text[at + 1 :],
+            [],
+        )
     for _ in range(draw(st.integers(1, 3))):
         dotted = draw(_key())
         parts = dotted.split(".")
@@ -579,16 +768,21 @@ def check_from_yaml(case: tuple[str, list[str]]) -> str:
         except ConfigError as e:
             message = str(e)
             assert "\n" not in message.strip(), f"a multi-line message: {message!r}"
-            assert not keys or _key_named(message, [k + "=" for k in keys]) or "yaml" in message.lower() \
-                or str(path) in message, f"the message names none of {keys}: {message!r}"
+            assert (
+                not keys
+                or _key_named(message, [k + "=" for k in keys])
+                or "yaml" in message.lower()
+                or str(path) in message
+            ), f"the message names none of {keys}: {message!r}"
             return "config_error"
     assert isinstance(cfg, TrainConfig)
     return "accepted"
 
 
 def config_cases() -> st.SearchStrategy:
-    return st.one_of(config_overrides().map(lambda o: ("compose", o)),
-                     saved_config_files().map(lambda c: ("from_yaml", c)))
+    return st.one_of(
+        config_overrides().map(lambda o: ("compose", o)), saved_config_files().map(lambda c: ("from_yaml", c))
+    )
 
 
 def check_config(case) -> str:
@@ -600,13 +794,33 @@ def check_config(case) -> str:
 def _valid_record_json() -> str:
     from calibration.store import CalibrationRecord
 
-    return CalibrationRecord(kind="handeye", robot_serial="fr3-1", camera_serial="cam-7", method="opencv-park",
-                             residuals={"translation_rms_mm": 0.4, "rotation_rms_deg": 0.05}, data_hash="abcdef0123",
-                             payload={"transform": [[1.0, 0.0], [0.0, 1.0]]}, created="2030-01-01T00:00:00Z").to_json()
+    return CalibrationRecord(
+        kind="handeye",
+        robot_serial="fr3-1",
+        camera_serial="cam-7",
+        method="opencv-park",
+        residuals={"translation_rms_mm": 0.4, "rotation_rms_deg": 0.05},
+        data_hash="abcdef0123",
+        payload={"transform": [[1.0, 0.0], [0.0, 1.0]]},
+        created="2030-01-01T00:00:00Z",
+    ).to_json()
 
 
-_RECORD_KEYS = ["kind", "robot_serial", "camera_serial", "method", "residuals", "data_hash", "payload", "created",
-                "valid_days", "bounds", "id", "notes", "schema"]
+_RECORD_KEYS = [
+    "kind",
+    "robot_serial",
+    "camera_serial",
+    "method",
+    "residuals",
+    "data_hash",
+    "payload",
+    "created",
+    "valid_days",
+    "bounds",
+    "id",
+    "notes",
+    "schema",
+]
 
 
 @st.composite
@@ -634,9 +848,22 @@ def record_files(draw) -> bytes:
         if draw(st.integers(0, 3)) == 0:
             raw.pop(key, None)
         else:
-            value = draw(nasty_values(binary=False) | st.sampled_from(
-                ["handeye", "sysid", "2031-02-03T04:05:06Z", "2030-13-45T99:00:00Z", "abc", "ffff",
-                 "handeye-20300101T000000Z-abcdef01", {"translation_rms_mm": "x"}, {"rotation_rms_deg": -1}]))
+            value = draw(
+                nasty_values(binary=False)
+                | st.sampled_from(
+                    [
+                        "handeye",
+                        "sysid",
+                        "2031-02-03T04:05:06Z",
+                        "2030-13-45T99:00:00Z",
+                        "abc",
+                        "ffff",
+                        "handeye-20300101T000000Z-abcdef01",
+                        {"translation_rms_mm": "x"},
+                        {"rotation_rms_deg": -1},
+                    ]
+                )
+            )
             raw[key] = value
     return json.dumps(raw, allow_nan=True).encode()
 

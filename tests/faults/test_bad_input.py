@@ -41,8 +41,11 @@ def test_config_loader_raises_only_config_error():
     assert t.ran >= 90 and t.crashes == 0, t.line() + "\n" + "\n".join(t.failures)
 
 
-@pytest.mark.xfail(strict=True, reason="orchestrator/config.py (not this change's to edit): a group "
-                   "override of null names no key; `+unknown=1` is accepted silently")
+@pytest.mark.xfail(
+    strict=True,
+    reason="orchestrator/config.py (not this change's to edit): a group "
+    "override of null names no key; `+unknown=1` is accepted silently",
+)
 def test_config_errors_name_the_key():
     for overrides in (["mode=null"], ["+no_such_key=1"]):
         inputs.check_compose(overrides)
@@ -60,16 +63,20 @@ GOOD = json.loads(inputs._valid_record_json())
 RID = GOOD["id"]
 
 
-@pytest.mark.parametrize("edit", [
-    {"kind": None},  # before: TypeError (missing argument) from get(), list(), doctor
-    {"residuals": [1, 2]},  # AttributeError
-    {"valid_days": "handeye"},  # ValueError
-    {"created": "2030-13-45T99:00:00Z"},  # ValueError, at require() time
-    {"schema": "1"},  # TypeError comparing str > int
-    {"data_hash": 7},  # TypeError in re
-    {"bounds": {"translation_rms_mm": "x"}},  # ValueError formatting it in problems()
-    {"id": "sysid-20300101T000000Z-abcdef01"},  # another record's id in this file
-], ids=lambda e: next(iter(e)))
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"kind": None},  # before: TypeError (missing argument) from get(), list(), doctor
+        {"residuals": [1, 2]},  # AttributeError
+        {"valid_days": "handeye"},  # ValueError
+        {"created": "2030-13-45T99:00:00Z"},  # ValueError, at require() time
+        {"schema": "1"},  # TypeError comparing str > int
+        {"data_hash": 7},  # TypeError in re
+        {"bounds": {"translation_rms_mm": "x"}},  # ValueError formatting it in problems()
+        {"id": "sysid-20300101T000000Z-abcdef01"},  # another record's id in this file
+    ],
+    ids=lambda e: next(iter(e)),
+)
 def test_a_corrupted_record_is_one_clear_config_error(tmp_path, edit):
     raw = {**GOOD, **edit}
     if raw["kind"] is None:

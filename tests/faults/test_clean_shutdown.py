@@ -44,17 +44,29 @@ def _drive(endpoint: str) -> WireClient:
     rows = np.zeros((60, 7), np.float32)
     rows[:, 0] = 0.003 * (1 if obs["joint_pos"][0] < 0 else -1)  # 0.06 rad/s, away from the limit
     seq = c.chunk(rows, "joint_delta", 20.0, obs["seq"])
-    c.wait(lambda m: m["type"] == "observation" and m.get("chunk_seq") == seq
-           and m.get("chunk_report", {}).get("applied", 0) >= 10, 30, "the arm moving")
+    c.wait(
+        lambda m: (
+            m["type"] == "observation"
+            and m.get("chunk_seq") == seq
+            and m.get("chunk_report", {}).get("applied", 0) >= 10
+        ),
+        30,
+        "the arm moving",
+    )
     return c
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_robot_up_stops_cleanly_while_the_arm_moves(sig, tmp_path):
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
-    config = derived_config(tmp_path, "stack.yaml", set(NODES), {
-        "bridge_node": {"endpoint": endpoint, "deadman_ms": 300.0},  # no accidental deadman on busy CPUs
-    })
+    config = derived_config(
+        tmp_path,
+        "stack.yaml",
+        set(NODES),
+        {
+            "bridge_node": {"endpoint": endpoint, "deadman_ms": 300.0},  # no accidental deadman on busy CPUs
+        },
+    )
     up = RobotUp("--sim", "--config", str(config), "--ready-timeout", "600")
     client = None
     try:

@@ -17,15 +17,36 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(150
 
 def test_demo_runs_the_hybrid_loop_and_reports(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "rlinf_robot.cli", "demo", f"run.dir={tmp_path}", "run.id=demo",
-         "budget.pretrain_wall_s=60", "budget.wall_s=60", "eval.sim_episodes=16", "eval.arm_episodes=3",
-         "eval.baseline_arm_episodes=2"],
-        capture_output=True, text=True, timeout=1400,
+        [
+            sys.executable,
+            "-m",
+            "rlinf_robot.cli",
+            "demo",
+            f"run.dir={tmp_path}",
+            "run.id=demo",
+            "budget.pretrain_wall_s=60",
+            "budget.wall_s=60",
+            "eval.sim_episodes=16",
+            "eval.arm_episodes=3",
+            "eval.baseline_arm_episodes=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1400,
     )
     text = out.stdout
     assert out.returncode == 0, text[-5000:] + out.stderr[-2000:]
-    stages = ["cluster up", "pre-training in sim", "robot PC ready", "arm eval (baseline", "train    update",
-              "sim eval", "arm eval (final policy)", "report:", "robot PC stopped (exit 0"]
+    stages = [
+        "cluster up",
+        "pre-training in sim",
+        "robot PC ready",
+        "arm eval (baseline",
+        "train    update",
+        "sim eval",
+        "arm eval (final policy)",
+        "report:",
+        "robot PC stopped (exit 0",
+    ]
     at = [text.find(s) for s in stages]
     assert all(i >= 0 for i in at) and at == sorted(at), list(zip(stages, at, strict=True))
     run = tmp_path / "demo"

@@ -50,4 +50,3 @@ def test_server_runs_from_its_own_venv(franka_sim):
     assert exe.startswith(str(franka_sim_venv()))
     check = franka_sim_venv() / "bin" / "franka-sim-check"
     assert subprocess.run([str(check), "--timeout", "5"], capture_output=True, timeout=20).returncode == 0
-

@@ -129,9 +129,15 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
         return f"last metrics: {rows[-1] if rows else None}\nrobot up: {up.text()[-1500:]}"
 
     # cut the link in the middle of a real episode (the second one, so one is done already)
-    _wait("a real episode running after the first one",
-          lambda: any(r.get("real:arm0/episodes", 0) >= 1 and r.get("real:arm0/state") == "running"
-                      for r in _rows(run)[-1:]), 300, diag)
+    _wait(
+        "a real episode running after the first one",
+        lambda: any(
+            r.get("real:arm0/episodes", 0) >= 1 and r.get("real:arm0/state") == "running"
+            for r in _rows(run)[-1:]
+        ),
+        300,
+        diag,
+    )
     t_cut = time.time()
     updates_before = _rows(run)[-1]["update"]
     proxy.cut()
@@ -147,14 +153,18 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
     rows = _rows(run)
     episodes = EpisodeStore(run / "real_replay").read_all()
     metas = [e["meta"] for e in episodes]
-    print(f"{len(rows)} updates; real episodes: "
-          f"{[(round(m['t_start'] - t_cut, 1), m['aborted'], m['reason'][:60]) for m in metas]}")
+    print(
+        f"{len(rows)} updates; real episodes: "
+        f"{[(round(m['t_start'] - t_cut, 1), m['aborted'], m['reason'][:60]) for m in metas]}"
+    )
     # sim training went on during the cut
     assert updates_during > updates_before, (updates_before, updates_during)
     # the episode cut by the link is aborted and marked, never a normal ending
     cut = [m for m in metas if m["t_start"] < t_cut + 1 and m["t_end"] >= t_cut]
     assert cut and all(m["aborted"] for m in cut), cut
-    assert any(w in cut[0]["reason"].lower() for w in ("link", "timeout", "lost", "lease", "no_state")), cut[0]
+    assert any(w in cut[0]["reason"].lower() for w in ("link", "timeout", "lost", "lease", "no_state")), cut[
+        0
+    ]
     # real episodes resumed after the link returned
     after = [m for m in metas if m["t_start"] > t_restore and not m["aborted"]]
     assert after, metas
@@ -184,10 +194,22 @@ def _report_renders(report: Path, tmp_path: Path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     assert chromium, "Debian's chromium is part of make setup (tools/ensure_apt.sh)"
     out = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'chr'}",
-         "--dump-dom", report.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'chr'}",
+            "--dump-dom",
+            report.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert 'data-plots="4"' in out.stdout, out.stdout[-500:] + out.stderr[-500:]
 
@@ -214,8 +236,15 @@ def test_kill_9_of_the_driver_leaves_the_arm_holding_and_resume_continues(robot_
 
     _, endpoint, up = robot_pc
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "offline"}
-    cmd = [sys.executable, "-m", "rlinf_robot.cli", "train", *_overrides(endpoint, tmp_path, **{
-        "budget.wall_s": 600, "run.checkpoint_every": 3, "run.progress": False})]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlinf_robot.cli",
+        "train",
+        *_overrides(
+            endpoint, tmp_path, **{"budget.wall_s": 600, "run.checkpoint_every": 3, "run.progress": False}
+        ),
+    ]
     log = open(tmp_path / "driver.log", "w")
     driver = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     run = tmp_path / "hybrid"
@@ -223,10 +252,18 @@ def test_kill_9_of_the_driver_leaves_the_arm_holding_and_resume_continues(robot_
     try:
         # subscribed only once it reads: a subscriber that leaves observations unread for minutes fills
         # its socket's queue, and the bridge's ROUTER drops what does not fit, command replies included
-        _wait("a real episode under way and a checkpoint",
-              lambda: (run / "checkpoints" / "latest").exists() and any(
-                  r.get("real:arm0/state") == "running" and r.get("real:arm0/episodes", 0) >= 1
-                  for r in _rows(run)[-1:]), 400, lambda: (tmp_path / "driver.log").read_text()[-2000:])
+        _wait(
+            "a real episode under way and a checkpoint",
+            lambda: (
+                (run / "checkpoints" / "latest").exists()
+                and any(
+                    r.get("real:arm0/state") == "running" and r.get("real:arm0/episodes", 0) >= 1
+                    for r in _rows(run)[-1:]
+                )
+            ),
+            400,
+            lambda: (tmp_path / "driver.log").read_text()[-2000:],
+        )
         last_update = _rows(run)[-1]["update"]
         os.killpg(driver.pid, signal.SIGKILL)  # the driver and its process group: as a crash would
         driver.wait(30)
@@ -244,9 +281,24 @@ def test_kill_9_of_the_driver_leaves_the_arm_holding_and_resume_continues(robot_
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
         log.close()
-    out = subprocess.run([sys.executable, "-m", "rlinf_robot.cli", "train", "--resume", str(run),
-                          "budget.updates=2", "budget.wall_s=300", "eval.arm_episodes=1", "run.progress=false"],
-                         capture_output=True, text=True, timeout=900, env=env)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlinf_robot.cli",
+            "train",
+            "--resume",
+            str(run),
+            "budget.updates=2",
+            "budget.wall_s=300",
+            "eval.arm_episodes=1",
+            "run.progress=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "resumed hybrid at update" in out.stdout
     rows = _rows(run)

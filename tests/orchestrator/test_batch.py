@@ -32,14 +32,29 @@ def fake_traj(T=4, N=3, S_=5, seed=0):
 
 def fake_episode(version, steps=5, aborted=False, source="real:arm0"):
     return {
-        "states": np.zeros((steps + 1, 5), np.float32), "final_state": np.zeros(5, np.float32),
-        "raw_actions": np.zeros((steps, 1, 6), np.float32), "actions": np.zeros((steps, 1, 6), np.float32),
-        "log_prob": np.zeros(steps, np.float32), "value": np.zeros(steps, np.float32),
-        "versions": np.full(steps, version), "rewards": np.ones(steps, np.float32),
-        "terminated": np.zeros(steps, bool), "truncated": np.r_[np.zeros(steps - 1, bool), True],
-        "success": np.zeros(steps, bool), "executed": np.ones(steps, np.int64), "images": {},
-        "meta": {"source": source, "aborted": aborted, "steps": steps, "success": False, "return": 5.0,
-                 "reason": "link lost" if aborted else "", "t_start": 0.0, "t_end": 1.0},
+        "states": np.zeros((steps + 1, 5), np.float32),
+        "final_state": np.zeros(5, np.float32),
+        "raw_actions": np.zeros((steps, 1, 6), np.float32),
+        "actions": np.zeros((steps, 1, 6), np.float32),
+        "log_prob": np.zeros(steps, np.float32),
+        "value": np.zeros(steps, np.float32),
+        "versions": np.full(steps, version),
+        "rewards": np.ones(steps, np.float32),
+        "terminated": np.zeros(steps, bool),
+        "truncated": np.r_[np.zeros(steps - 1, bool), True],
+        "success": np.zeros(steps, bool),
+        "executed": np.ones(steps, np.int64),
+        "images": {},
+        "meta": {
+            "source": source,
+            "aborted": aborted,
+            "steps": steps,
+            "success": False,
+            "return": 5.0,
+            "reason": "link lost" if aborted else "",
+            "t_start": 0.0,
+            "t_end": 1.0,
+        },
     }
 
 

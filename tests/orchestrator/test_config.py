@@ -54,7 +54,11 @@ def test_the_saved_config_reads_back(tmp_path):
 
 
 def test_the_cli_reports_a_bad_key_before_starting_anything():
-    out = subprocess.run([sys.executable, "-m", "rlinf_robot.cli", "train", "budget.wal_s=3"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "rlinf_robot.cli", "train", "budget.wal_s=3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2, out.stderr
     assert "budget.wal_s" in out.stdout and "Traceback" not in out.stdout + out.stderr

@@ -12,7 +12,9 @@ from rlinf_robot.errors import LinkLost
 
 H = 5
 # openpi-client 0.1.2 calls websockets.connect() outside a context manager; harmless here.
-pytestmark = pytest.mark.filterwarnings(r"ignore:connect\(\) must be used as a context manager:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:connect\(\) must be used as a context manager:DeprecationWarning"
+)
 
 
 def echo_policy(obs: dict) -> dict:

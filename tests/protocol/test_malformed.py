@@ -14,8 +14,15 @@ pack = msgspec.msgpack.encode
 
 
 def chunk_header(**over):
-    h = {"type": "action_chunk", "v": 1, "seq": 1, "obs_seq": 1, "control_mode": "joint_delta",
-         "rate_hz": 10.0, "actions": {"dtype": "<f4", "shape": [2, 7], "frame": 1}}
+    h = {
+        "type": "action_chunk",
+        "v": 1,
+        "seq": 1,
+        "obs_seq": 1,
+        "control_mode": "joint_delta",
+        "rate_hz": 10.0,
+        "actions": {"dtype": "<f4", "shape": [2, 7], "frame": 1},
+    }
     h.update(over)
     return h
 
@@ -118,10 +125,15 @@ def test_extra_unreferenced_frame_rejected():
 
 
 def test_frame_referenced_twice_rejected():
-    h = {"type": "observation", "v": 1, "seq": 1, "stamp_ns": 1,
-         "joint_pos": {"dtype": "<f8", "shape": [7], "frame": 1},
-         "joint_vel": {"dtype": "<f8", "shape": [7], "frame": 1},
-         "ee_pose": {"dtype": "<f8", "shape": [7], "frame": 2}}
+    h = {
+        "type": "observation",
+        "v": 1,
+        "seq": 1,
+        "stamp_ns": 1,
+        "joint_pos": {"dtype": "<f8", "shape": [7], "frame": 1},
+        "joint_vel": {"dtype": "<f8", "shape": [7], "frame": 1},
+        "ee_pose": {"dtype": "<f8", "shape": [7], "frame": 2},
+    }
     with pytest.raises(ProtocolError, match="twice"):
         decode([pack(h), np.zeros(7).tobytes(), np.zeros(7).tobytes()])
 
@@ -146,8 +158,14 @@ def test_fuzzed_bytes_only_raise_protocol_error(frames):
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_mutated_valid_messages_only_raise_protocol_error(data):
-    frames = [bytes(f) for f in encode(ActionChunk(seq=1, obs_seq=1, control_mode="ee_delta", rate_hz=5,
-                                                   actions=np.ones((4, 6), np.float32)))]
+    frames = [
+        bytes(f)
+        for f in encode(
+            ActionChunk(
+                seq=1, obs_seq=1, control_mode="ee_delta", rate_hz=5, actions=np.ones((4, 6), np.float32)
+            )
+        )
+    ]
     header = bytearray(frames[0])
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(0, len(header) - 1))
@@ -159,10 +177,14 @@ def test_mutated_valid_messages_only_raise_protocol_error(data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=5),
-                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
-                    max_leaves=8),
-       st.sampled_from(["observation", "action_chunk", "heartbeat", "command", "status", "error"]))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=5),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+        max_leaves=8,
+    ),
+    st.sampled_from(["observation", "action_chunk", "heartbeat", "command", "status", "error"]),
+)
 def test_random_structured_headers_only_raise_protocol_error(body, msg_type):
     header = {"type": msg_type, "v": 1, "payload": body}
     if isinstance(body, dict):

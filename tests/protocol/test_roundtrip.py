@@ -43,7 +43,9 @@ def obs(**kw):
 @given(
     imgs=st.dictionaries(
         st.text("abcdefghij_", min_size=1, max_size=8),
-        hnp.arrays(np.uint8, hnp.array_shapes(min_dims=3, max_dims=3, max_side=12).map(lambda s: (*s[:2], 3))),
+        hnp.arrays(
+            np.uint8, hnp.array_shapes(min_dims=3, max_dims=3, max_side=12).map(lambda s: (*s[:2], 3))
+        ),
         max_size=3,
     ),
     njoints=st.integers(1, 9),
@@ -70,9 +72,14 @@ def test_observation_roundtrip(imgs, njoints, dtype, instruction):
 
 
 @settings(max_examples=80, deadline=None)
-@given(arr=hnp.arrays(st.sampled_from(WIRE_DTYPES), hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=6)))
+@given(
+    arr=hnp.arrays(
+        st.sampled_from(WIRE_DTYPES), hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=6)
+    )
+)
 def test_any_wire_dtype_and_shape_roundtrips_in_images_slot(arr):
     """The codec itself carries every allowed dtype/shape (checked through a Status-free path)."""
+
     # Encode via the public encoder using an ActionChunk-independent struct: a raw array message.
     class Probe(msgspec.Struct):
         a: np.ndarray
@@ -93,12 +100,25 @@ def test_any_wire_dtype_and_shape_roundtrips_in_images_slot(arr):
 
 
 @settings(max_examples=60, deadline=None)
-@given(h=st.integers(1, 32), dtype=floats, gripper=st.booleans(), mode=st.sampled_from(["joint_delta", "ee_delta"]))
+@given(
+    h=st.integers(1, 32),
+    dtype=floats,
+    gripper=st.booleans(),
+    mode=st.sampled_from(["joint_delta", "ee_delta"]),
+)
 def test_action_chunk_roundtrip(h, dtype, gripper, mode):
     width = {"joint_delta": 7, "ee_delta": 6}[mode] + int(gripper)
     a = np.random.default_rng(h).normal(size=(h, width)).astype(dtype)
-    c = ActionChunk(seq=9, obs_seq=8, policy_version=4, control_mode=mode, rate_hz=15.0, actions=a,
-                    gripper=gripper, first_action_time_ns=77)
+    c = ActionChunk(
+        seq=9,
+        obs_seq=8,
+        policy_version=4,
+        control_mode=mode,
+        rate_hz=15.0,
+        actions=a,
+        gripper=gripper,
+        first_action_time_ns=77,
+    )
     back = decode(encode(c))
     assert isinstance(back, ActionChunk) and back.horizon == h and back.gripper == gripper
     np.testing.assert_array_equal(back.actions, a)
@@ -108,8 +128,14 @@ def test_small_messages_roundtrip():
     for msg in [
         Heartbeat(seq=1, stamp_ns=2, sender="learner-0"),
         Command(seq=2, name="stop", args={"reason": "operator", "force": True}),
-        Status(seq=3, stamp_ns=4, state="LINK_LOST", lease_holder="abc", counters={"dropped": 2},
-               latency_ms={"rtt": {"p50": 0.3, "p99": 1.2}}),
+        Status(
+            seq=3,
+            stamp_ns=4,
+            state="LINK_LOST",
+            lease_holder="abc",
+            counters={"dropped": 2},
+            latency_ms={"rtt": {"p50": 0.3, "p99": 1.2}},
+        ),
         Error(code="malformed", message="bad", field="$.actions", ref_seq=5),
     ]:
         assert decode(encode(msg)) == msg

@@ -22,21 +22,27 @@ def franka_params(path):
 
 @pytest.mark.parametrize("name", ["robot.yaml", "sim_robot.yaml"])
 def test_shipped_yaml_builds_a_valid_config(name):
-    params = {k: v for k, v in franka_params(REPO_ROOT / "launch" / "config" / name).items()
-              if k not in ("diagnostics_rate_hz", "base_frame")}
+    params = {
+        k: v
+        for k, v in franka_params(REPO_ROOT / "launch" / "config" / name).items()
+        if k not in ("diagnostics_rate_hz", "base_frame")
+    }
     config = FrankaConfig.from_params(params)
     assert config.control_rate_hz >= 100 and 0 < config.relative_dynamics_factor <= 1
     assert config.limits().tcp_offset == TCP_OFFSET and config.home_q == tuple(HOME_Q)
 
 
-@pytest.mark.parametrize("key,value,allowed", [
-    ("control_rate_hz", -5.0, "[10.0, 1000.0]"),
-    ("relative_dynamics_factor", 1.5, "(0.0, 1.0]"),
-    ("deadman_ms", float("nan"), "[1.0"),
-    ("max_faults", 0, ">= 1"),
-    ("home_q", [0.0] * 6, "7 finite"),
-    ("gripper", "yes", "true or false"),
-])
+@pytest.mark.parametrize(
+    "key,value,allowed",
+    [
+        ("control_rate_hz", -5.0, "[10.0, 1000.0]"),
+        ("relative_dynamics_factor", 1.5, "(0.0, 1.0]"),
+        ("deadman_ms", float("nan"), "[1.0"),
+        ("max_faults", 0, ">= 1"),
+        ("home_q", [0.0] * 6, "7 finite"),
+        ("gripper", "yes", "true or false"),
+    ],
+)
 def test_out_of_range_values_name_the_key_and_range(key, value, allowed):
     with pytest.raises(ConfigError) as err:
         FrankaConfig.from_params({key: value})
@@ -77,7 +83,9 @@ def test_sim_block_options(tmp_path):
     opts = sim_options(SIM_YAML)
     assert opts["gripper"] is True and opts["enforce_motion_limits"] is False
     server = make_server({**opts, "enforce_motion_limits": True, "joint_damping": [1, 2, 3, 4, 5, 6, 7]})
-    assert "--enforce-motion-limits" in server.extra_args and server.env["FR3_JOINT_DAMPING"] == "1,2,3,4,5,6,7"
+    assert (
+        "--enforce-motion-limits" in server.extra_args and server.env["FR3_JOINT_DAMPING"] == "1,2,3,4,5,6,7"
+    )
     assert server.die_with_parent
     bad = tmp_path / "bad.yaml"
     bad.write_text("franka_sim:\n  ros__parameters:\n    enforce: true\n")

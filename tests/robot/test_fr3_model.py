@@ -91,7 +91,9 @@ def test_jacobian_matches_mj_jacsite(sim):
 def test_the_sim_model_carries_the_models_facts(sim):
     """Joint ranges are the safety limits' datasheet values; the fingers open to GRIPPER_MAX_WIDTH."""
     m = sim[0]
-    ranges = np.array([m.jnt_range[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n)] for n in model.JOINT_NAMES])
+    ranges = np.array(
+        [m.jnt_range[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n)] for n in model.JOINT_NAMES]
+    )
     np.testing.assert_allclose(ranges[:, 0], LIMITS.joint_position_min, atol=1e-4)
     np.testing.assert_allclose(ranges[:, 1], LIMITS.joint_position_max, atol=1e-4)
     finger = m.jnt_range[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, "finger_joint1")]
@@ -118,8 +120,15 @@ def test_ik_far_targets_with_bounds_and_step_cap():
     hits = 0
     for _ in range(10):
         q_true = np.clip(model.HOME_Q + rng.uniform(-0.6, 0.6, 7), LIMITS.q_lo, LIMITS.q_hi)
-        r = model.solve_ik(model.forward_kinematics(q_true), model.HOME_Q, q_lo=LIMITS.q_lo, q_hi=LIMITS.q_hi,
-                           damping=1e-2, max_step=0.2, max_iter=200)
+        r = model.solve_ik(
+            model.forward_kinematics(q_true),
+            model.HOME_Q,
+            q_lo=LIMITS.q_lo,
+            q_hi=LIMITS.q_hi,
+            damping=1e-2,
+            max_step=0.2,
+            max_iter=200,
+        )
         assert np.all(r.q >= LIMITS.q_lo) and np.all(r.q <= LIMITS.q_hi)
         if r.converged:
             hits += 1

@@ -35,6 +35,9 @@ def test_resolver_scales_far_targets_and_solves_ee_targets_through_the_filter():
     assert np.linalg.norm(tcp_position(target) - goal[:3]) < 1e-4
     outside = ee.copy()
     outside[2] = -0.2
-    assert resolver.resolve(Goal(ArmAction("ee_target", outside), 0.0, 0.0, 0), HOME_Q, 0.08).reason == "workspace"
+    assert (
+        resolver.resolve(Goal(ArmAction("ee_target", outside), 0.0, 0.0, 0), HOME_Q, 0.08).reason
+        == "workspace"
+    )
     nan = Goal(ArmAction("joint_position", np.full(7, np.nan)), 0.0, 0.0, 0)
     assert resolver.resolve(nan, HOME_Q, 0.08).reason == "non_finite"

@@ -30,8 +30,13 @@ def _const(node: ast.AST, names: dict[str, object]):
 
 def parse_launch(path: Path) -> dict:
     tree = ast.parse(path.read_text())
-    names = {t.id: n.value.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
-             for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
+    names = {
+        t.id: n.value.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)
+    }
     out = {"nodes": {}, "lifecycle": set(), "processes": [], "arguments": {}, "yaml": set()}
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
         func = call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")

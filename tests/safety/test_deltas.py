@@ -46,7 +46,9 @@ def test_ee_rows_move_the_tcp_by_each_row_on_exact_fk():
     rule = DeltaRule("ee_delta", False, HZ)
     rng = np.random.default_rng(2)
     q0 = configs(32, 3, 0.2)
-    rows = np.concatenate([rng.uniform(-0.011, 0.011, (32, 4, 3)), rng.uniform(-0.05, 0.05, (32, 4, 3))], axis=2)
+    rows = np.concatenate(
+        [rng.uniform(-0.011, 0.011, (32, 4, 3)), rng.uniform(-0.05, 0.05, (32, 4, 3))], axis=2
+    )
     plan = rule.plan(q0, rows)
     poses = model.forward_kinematics(np.concatenate([q0[:, None], plan.targets], axis=1).reshape(-1, 7))
     poses = poses.reshape(32, 5, 4, 4)
@@ -64,10 +66,14 @@ def test_an_oversized_row_is_scaled_as_a_whole_and_flagged():
     plan = rule.plan(READY_Q, np.array([[0.06, 0.0, -0.03, 0.0, 0.0, 0.0]]))
     step = model.tcp_position(plan.targets[0]) - model.tcp_position(READY_Q)
     assert plan.scaled[0] and np.linalg.norm(step) == pytest.approx(rule.ee_step, rel=1e-4)
-    np.testing.assert_allclose(step / np.linalg.norm(step), np.array([2.0, 0.0, -1.0]) / np.sqrt(5), atol=1e-4)
+    np.testing.assert_allclose(
+        step / np.linalg.norm(step), np.array([2.0, 0.0, -1.0]) / np.sqrt(5), atol=1e-4
+    )
     jrule = DeltaRule("joint_delta", False, HZ)
     joint = jrule.plan(READY_Q, np.array([[0.6, 0, 0, 0, 0, 0.1, 0]]))
-    assert joint.scaled[0] and np.max(np.abs(joint.targets[0] - READY_Q)) == pytest.approx(jrule.joint_step[0])
+    assert joint.scaled[0] and np.max(np.abs(joint.targets[0] - READY_Q)) == pytest.approx(
+        jrule.joint_step[0]
+    )
 
 
 @pytest.mark.parametrize("mode", ["joint_delta", "ee_delta"])
@@ -75,7 +81,11 @@ def test_the_workspace_floor_holds(mode):
     q = np.array([0.0, 0.55, 0.0, -2.0, 0.0, 2.55, 0.785])
     z0 = model.tcp_position(q)[2]
     assert 0.05 < z0 < 0.12
-    down = np.array([0.0, 0.0, -0.02, 0.0, 0.0, 0.0]) if mode == "ee_delta" else np.array([0, 0.05, 0, 0, 0, 0, 0])
+    down = (
+        np.array([0.0, 0.0, -0.02, 0.0, 0.0, 0.0])
+        if mode == "ee_delta"
+        else np.array([0, 0.05, 0, 0, 0, 0, 0])
+    )
     plan = DeltaRule(mode, False, HZ).plan(q, np.tile(down, (10, 1)))
     z = model.tcp_position(plan.targets)[:, 2]
     assert np.all(z >= LIMITS.workspace_min[2] - 1e-9) and plan.clamped[-1]
@@ -104,7 +114,9 @@ def test_the_anchor_is_the_commanded_target_within_the_lead():
 
 
 def test_gripper_column_is_an_absolute_width_clamped_to_the_hand():
-    plan = DeltaRule("ee_delta", True, HZ).plan(READY_Q, np.array([[0, 0, 0, 0, 0, 0, 0.03], [0, 0, 0, 0, 0, 0, 0.2]]))
+    plan = DeltaRule("ee_delta", True, HZ).plan(
+        READY_Q, np.array([[0, 0, 0, 0, 0, 0, 0.03], [0, 0, 0, 0, 0, 0, 0.2]])
+    )
     np.testing.assert_allclose(plan.widths, [0.03, LIMITS.gripper_width_max])
     assert plan.clamped.tolist() == [False, True]
 

@@ -45,8 +45,11 @@ maybe_bad = st.one_of(finite, st.just(float("nan")), st.just(float("inf")), st.j
 
 
 @settings(max_examples=300, deadline=None)
-@given(q=safe_states(), values=st.lists(finite, min_size=7, max_size=7),
-       mode=st.sampled_from(["joint_position", "joint_delta"]))
+@given(
+    q=safe_states(),
+    values=st.lists(finite, min_size=7, max_size=7),
+    mode=st.sampled_from(["joint_position", "joint_delta"]),
+)
 def test_accepted_joint_targets_stay_in_limits_and_box(q, values, mode):
     v = np.array(values) if mode == "joint_delta" else HOME_Q + np.array(values) * 0.3
     r = FILTER.check(ArmAction(mode, v), RobotState(joint_pos=q))
@@ -79,8 +82,12 @@ def test_ee_targets_outside_box_rejected_inside_accepted(q, p):
 
 
 @settings(max_examples=300, deadline=None)
-@given(q=safe_states(), values=st.lists(maybe_bad, min_size=7, max_size=7),
-       mode=st.sampled_from(["joint_position", "joint_delta", "ee_target"]), grip=st.one_of(st.none(), maybe_bad))
+@given(
+    q=safe_states(),
+    values=st.lists(maybe_bad, min_size=7, max_size=7),
+    mode=st.sampled_from(["joint_position", "joint_delta", "ee_target"]),
+    grip=st.one_of(st.none(), maybe_bad),
+)
 def test_nan_and_inf_never_pass(q, values, mode, grip):
     v = np.array(values)
     assume(not np.all(np.isfinite(v)) or (grip is not None and not np.isfinite(grip)))
@@ -123,8 +130,12 @@ def test_rotation_step_is_limited():
 
 
 def test_bad_quaternion_and_shapes_and_modes():
-    assert FILTER.check(ArmAction("ee_target", np.array([0.5, 0, 0.5, 2, 0, 0, 0])),
-                        RobotState(joint_pos=HOME_Q)).reason == "bad_quaternion"
+    assert (
+        FILTER.check(
+            ArmAction("ee_target", np.array([0.5, 0, 0.5, 2, 0, 0, 0])), RobotState(joint_pos=HOME_Q)
+        ).reason
+        == "bad_quaternion"
+    )
     assert FILTER.check(ArmAction("joint_delta", np.zeros(6)), RobotState(joint_pos=HOME_Q)).reason == "shape"
     assert FILTER.check(ArmAction("fly", np.zeros(7)), RobotState(joint_pos=HOME_Q)).reason == "unknown_mode"
 
@@ -136,17 +147,23 @@ def test_gripper_clamped_to_range():
 
 def test_workspace_policy_configurable():
     raw = dict(
-        joint_position_min=LIMITS.joint_position_min.tolist(), joint_position_max=LIMITS.joint_position_max.tolist(),
-        joint_velocity_max=LIMITS.joint_velocity_max.tolist(), workspace_min=[0.25, -0.45, 0.05],
-        workspace_max=[0.8, 0.45, 0.85], on_workspace_violation={"ee_target": "clamp", "ee_delta": "reject"},
-        max_ee_step=10.0, max_ee_speed=10.0,
+        joint_position_min=LIMITS.joint_position_min.tolist(),
+        joint_position_max=LIMITS.joint_position_max.tolist(),
+        joint_velocity_max=LIMITS.joint_velocity_max.tolist(),
+        workspace_min=[0.25, -0.45, 0.05],
+        workspace_max=[0.8, 0.45, 0.85],
+        on_workspace_violation={"ee_target": "clamp", "ee_delta": "reject"},
+        max_ee_step=10.0,
+        max_ee_speed=10.0,
     )
     f = SafetyFilter(SafetyLimits.from_dict(raw), control_hz=1.0)
     up = np.array([0, 0, 2.0, 0, 0, 0])
     r = f.check(ArmAction("ee_delta", up), RobotState(joint_pos=HOME_Q))
     assert not r and r.reason == "workspace"
-    r = f.check(ArmAction("ee_target", np.concatenate([[0.5, 0, 2.0], tcp_pose(HOME_Q)[3:]])),
-                RobotState(joint_pos=HOME_Q))
+    r = f.check(
+        ArmAction("ee_target", np.concatenate([[0.5, 0, 2.0], tcp_pose(HOME_Q)[3:]])),
+        RobotState(joint_pos=HOME_Q),
+    )
     assert r and r.target[2] == pytest.approx(0.85)
 
 
@@ -184,4 +201,6 @@ def test_bad_limits_file_names_the_key(patch, key, tmp_path):
 
 def test_a_zero_delta_at_home_passes():
     """(FK itself is checked against MuJoCo in tests/robot/test_fr3_model.py.)"""
-    assert isinstance(FILTER.check(ArmAction("joint_delta", np.zeros(7)), RobotState(joint_pos=HOME_Q)), SafeAction)
+    assert isinstance(
+        FILTER.check(ArmAction("joint_delta", np.zeros(7)), RobotState(joint_pos=HOME_Q)), SafeAction
+    )

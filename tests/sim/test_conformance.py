@@ -15,7 +15,12 @@ CPU_ENVS = sim.names(device="cpu", available_only=True)
 # ManiSkill's ee_delta controller solves IK with pytorch_kinematics on every step (~70 steps/s here):
 # push-cube covers it with defaults, the other ManiSkill tasks run in joint_delta (~3x faster).
 CASES = [
-    (name, {"action_mode": "joint_delta"} if name.startswith("maniskill/") and name != "maniskill/push-cube" else {})
+    (
+        name,
+        {"action_mode": "joint_delta"}
+        if name.startswith("maniskill/") and name != "maniskill/push-cube"
+        else {},
+    )
     for name in CPU_ENVS
 ] + [
     ("mujoco/fr3-reach", {"action_mode": "joint_delta"}),
@@ -69,7 +74,12 @@ def test_specs_and_shapes(case):
         if env.obs_spec.state_fields:
             assert sum(w for _, w in env.obs_spec.state_fields) == env.obs_spec.state_shape[0]
             assert [f for f, _ in env.obs_spec.state_fields[:5]] == [
-                "joint_pos", "joint_vel", "tcp_pos", "tcp_quat", "gripper_width"]
+                "joint_pos",
+                "joint_vel",
+                "tcp_pos",
+                "tcp_quat",
+                "gripper_width",
+            ]
         check_obs(env, env.reset(seed=0))
         rng = np.random.default_rng(0)
         for a in random_actions(env, rng, 3):

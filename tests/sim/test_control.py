@@ -18,7 +18,9 @@ def test_the_sim_commands_exactly_the_bridges_targets(mode):
     try:
         env.reset(seed=1)
         rule = DeltaRule(mode, False, env.action_spec.control_hz)
-        rows = np.random.default_rng(0).uniform(env.action_spec.low, env.action_spec.high, (3, 5, env.action_spec.shape[0]))
+        rows = np.random.default_rng(0).uniform(
+            env.action_spec.low, env.action_spec.high, (3, 5, env.action_spec.shape[0])
+        )
         anchor = rule.anchor(env._targets.copy(), env._batch.q.copy())
         expected = rule.plan(anchor, rows).targets
         for h in range(5):

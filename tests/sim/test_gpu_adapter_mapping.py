@@ -48,8 +48,12 @@ def test_isaaclab_state_from_recorded_fr3_with_an_env_origin(recorded, order):
     hand_q_w = quat_multiply(root_q, recorded["hand_quat"])
     hand_p_w = root_p + quat_rotate(root_q, recorded["hand_pos"])
     to_order = (lambda q: q[:, [1, 2, 3, 0]]) if order == "xyzw" else (lambda q: q)
-    state = il.robot_state(recorded["q"], recorded["qd"], hand_p_w, to_order(hand_q_w), root_p, to_order(root_q), order)
-    np.testing.assert_allclose(state, recorded["state"][:, :22], atol=2e-5)  # same TCP, quaternion sign, width
+    state = il.robot_state(
+        recorded["q"], recorded["qd"], hand_p_w, to_order(hand_q_w), root_p, to_order(root_q), order
+    )
+    np.testing.assert_allclose(
+        state, recorded["state"][:, :22], atol=2e-5
+    )  # same TCP, quaternion sign, width
 
 
 def test_isaaclab_ee_delta_moves_the_ik_point_so_the_tcp_moves_as_commanded():
@@ -59,8 +63,14 @@ def test_isaaclab_ee_delta_moves_the_ik_point_so_the_tcp_moves_as_commanded():
     t = forward_kinematics(q)
     tcp, rot_now = t[:, :3, 3], t[:, :3, :3]
     quat = quat_from_matrix(rot_now)
-    act = np.concatenate([rng.uniform(-0.02, 0.02, (n, 3)), rng.uniform(-0.07, 0.07, (n, 3)),
-                          rng.uniform(0, GRIPPER_MAX_WIDTH, (n, 1))], axis=1)
+    act = np.concatenate(
+        [
+            rng.uniform(-0.02, 0.02, (n, 3)),
+            rng.uniform(-0.07, 0.07, (n, 3)),
+            rng.uniform(0, GRIPPER_MAX_WIDTH, (n, 1)),
+        ],
+        axis=1,
+    )
     raw = il.ee_delta_action(act, quat, scale=0.5, ik_offset=0.107, gripper=True)
     assert raw.shape == (n, 7) and raw.dtype == np.float32
     d = np.array([0, 0, 0.107 - TCP_OFFSET])
@@ -101,7 +111,9 @@ def test_robotwin_state_from_recorded_fr3(recorded):
     q = recorded["q"][:, :7]
     width = recorded["q"][:, 7] + recorded["q"][:, 8]
     n = len(q)
-    qpos = np.concatenate([np.zeros((n, 8)), q, (width / GRIPPER_MAX_WIDTH)[:, None]], axis=1)  # driven arm: right
+    qpos = np.concatenate(
+        [np.zeros((n, 8)), q, (width / GRIPPER_MAX_WIDTH)[:, None]], axis=1
+    )  # driven arm: right
     prev = qpos.copy()
     prev[:, 8:15] -= 0.01
     state = rt.robot_state(qpos, prev, dt=0.1, arm="right")

@@ -79,11 +79,17 @@ def test_robot_state_moves_poses_into_the_base_frame():
 
 
 def test_task_fields_are_sorted_named_columns():
-    extra = {"tcp_pose": np.zeros((2, 7)), "obj_pose": np.ones((2, 7)), "goal_pos": np.full((2, 3), 2.0),
-             "is_grasped": np.array([True, False])}
+    extra = {
+        "tcp_pose": np.zeros((2, 7)),
+        "obj_pose": np.ones((2, 7)),
+        "goal_pos": np.full((2, 3), 2.0),
+        "is_grasped": np.array([True, False]),
+    }
     names, values = task_fields(extra, 2)
     assert names == (("goal_pos", 3), ("is_grasped", 1), ("obj_pose", 7))
-    assert values.shape == (2, 11) and values.dtype == np.float32 and values[0, 3] == 1.0 and values[1, 3] == 0.0
+    assert (
+        values.shape == (2, 11) and values.dtype == np.float32 and values[0, 3] == 1.0 and values[1, 3] == 0.0
+    )
 
 
 @pytest.mark.slow

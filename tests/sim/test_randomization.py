@@ -17,8 +17,11 @@ from sim.randomization import DomainRandomization, DynamicsFit, ParamRange, reso
 
 def fit():
     return DynamicsFit(
-        mean={"joint_damping": np.full(7, 5.0), "joint_frictionloss": np.linspace(0.2, 1.0, 7),
-              "payload_mass": [0.3]},
+        mean={
+            "joint_damping": np.full(7, 5.0),
+            "joint_frictionloss": np.linspace(0.2, 1.0, 7),
+            "payload_mass": [0.3],
+        },
         std={"joint_damping": np.full(7, 0.5), "joint_frictionloss": np.full(7, 0.1), "payload_mass": [0.05]},
         fit_id="fit-001",
         residual_rms=0.004,
@@ -39,11 +42,13 @@ def test_dynamics_fit_round_trips_through_json():
 
 @pytest.mark.parametrize(
     "mean, std, match",
-    [({"joint_mass": np.ones(7)}, {"joint_mass": np.ones(7)}, "joint_mass"),
-     ({"joint_damping": np.ones(6)}, {"joint_damping": np.ones(6)}, "7 values"),
-     ({"joint_damping": np.ones(7)}, {}, "std keys"),
-     ({"joint_damping": np.ones(7)}, {"joint_damping": -np.ones(7)}, ">= 0"),
-     ({"payload_mass": [np.nan]}, {"payload_mass": [0.1]}, "finite")],
+    [
+        ({"joint_mass": np.ones(7)}, {"joint_mass": np.ones(7)}, "joint_mass"),
+        ({"joint_damping": np.ones(6)}, {"joint_damping": np.ones(6)}, "7 values"),
+        ({"joint_damping": np.ones(7)}, {}, "std keys"),
+        ({"joint_damping": np.ones(7)}, {"joint_damping": -np.ones(7)}, ">= 0"),
+        ({"payload_mass": [np.nan]}, {"payload_mass": [0.1]}, "finite"),
+    ],
 )
 def test_dynamics_fit_validates(mean, std, match):
     with pytest.raises(ConfigError, match=match):
@@ -81,9 +86,14 @@ def test_switching_one_parameter_off_keeps_the_others_streams():
 
 @pytest.mark.parametrize(
     "raw, match",
-    [({"link_mass": [1.2, 0.8]}, "lo <= hi"), ({"obs_noise_std": -1}, "obs_noise_std"),
-     ({"action_delay_steps": (2, 1)}, "action_delay_steps"), ({"wind": 3}, "wind"),
-     ({"control_jitter": 0.7}, "control_jitter"), ({"joint_damping": "big"}, "joint_damping")],
+    [
+        ({"link_mass": [1.2, 0.8]}, "lo <= hi"),
+        ({"obs_noise_std": -1}, "obs_noise_std"),
+        ({"action_delay_steps": (2, 1)}, "action_delay_steps"),
+        ({"wind": 3}, "wind"),
+        ({"control_jitter": 0.7}, "control_jitter"),
+        ({"joint_damping": "big"}, "joint_damping"),
+    ],
 )
 def test_bad_ranges_name_the_key(raw, match):
     with pytest.raises(ConfigError, match=match):
@@ -136,9 +146,25 @@ def test_off_means_nominal_and_no_noise():
 
 
 def test_action_delay_shifts_the_response_by_whole_ticks():
-    delayed = DomainRandomization(**{**{k: None for k in ("link_mass", "joint_damping", "joint_frictionloss",
-                                     "joint_armature", "object_mass", "object_friction", "actuator_gain")},
-                                  "obs_noise_std": 0.0, "control_jitter": 0.0, "action_delay_steps": (2, 2)})
+    delayed = DomainRandomization(
+        **{
+            **{
+                k: None
+                for k in (
+                    "link_mass",
+                    "joint_damping",
+                    "joint_frictionloss",
+                    "joint_armature",
+                    "object_mass",
+                    "object_friction",
+                    "actuator_gain",
+                )
+            },
+            "obs_noise_std": 0.0,
+            "control_jitter": 0.0,
+            "action_delay_steps": (2, 2),
+        }
+    )
     env = sim.make("mujoco/fr3-reach", num_envs=1, action_mode="joint_delta", randomization=delayed)
     try:
         q0 = env.reset(seed=0)["state"][0, :7].copy()
@@ -192,13 +218,33 @@ def nominal_run():
 @pytest.mark.parametrize(
     "key, value, check",
     [
-        ("link_mass", 1.5, lambda m, nf, n: np.allclose(m.body_mass[n.link_ids], 1.5 * nf["body_mass"][n.link_ids])),
-        ("joint_damping", 3.0, lambda m, nf, n: np.allclose(m.dof_damping[n.dof_ids], 3.0 * nf["dof_damping"][n.dof_ids])),
-        ("joint_frictionloss", 0.5,
-         lambda m, nf, n: np.allclose(m.dof_frictionloss[n.dof_ids], 0.5 * nf["dof_frictionloss"][n.dof_ids])),
-        ("joint_armature", 1.5,
-         lambda m, nf, n: np.allclose(m.dof_armature[n.dof_ids], 1.5 * nf["dof_armature"][n.dof_ids])),
-        ("actuator_gain", 0.5, lambda m, nf, n: np.allclose(m.actuator_gainprm[:7, 0], 0.5 * nf["actuator_gainprm"][:7, 0])),
+        (
+            "link_mass",
+            1.5,
+            lambda m, nf, n: np.allclose(m.body_mass[n.link_ids], 1.5 * nf["body_mass"][n.link_ids]),
+        ),
+        (
+            "joint_damping",
+            3.0,
+            lambda m, nf, n: np.allclose(m.dof_damping[n.dof_ids], 3.0 * nf["dof_damping"][n.dof_ids]),
+        ),
+        (
+            "joint_frictionloss",
+            0.5,
+            lambda m, nf, n: np.allclose(
+                m.dof_frictionloss[n.dof_ids], 0.5 * nf["dof_frictionloss"][n.dof_ids]
+            ),
+        ),
+        (
+            "joint_armature",
+            1.5,
+            lambda m, nf, n: np.allclose(m.dof_armature[n.dof_ids], 1.5 * nf["dof_armature"][n.dof_ids]),
+        ),
+        (
+            "actuator_gain",
+            0.5,
+            lambda m, nf, n: np.allclose(m.actuator_gainprm[:7, 0], 0.5 * nf["actuator_gainprm"][:7, 0]),
+        ),
     ],
 )
 def test_each_dynamics_factor_sets_its_field_and_changes_the_motion(key, value, check, nominal_run):
@@ -228,6 +274,7 @@ def test_actuator_gain_sets_how_far_the_servo_lags_its_target(nominal_run):
 def test_control_jitter_changes_the_substeps_of_each_tick():
     """Without jitter every 20 Hz tick is 25 physics steps (0.05 s); with +-20 % each tick draws its
     own count in [20, 30], independently per env."""
+
     def tick_steps(dr, n=2, ticks=12):
         env = sim.make("mujoco/fr3-reach", num_envs=n, action_mode="joint_delta", randomization=dr)
         try:
@@ -251,7 +298,9 @@ def test_control_jitter_changes_the_substeps_of_each_tick():
 
 
 def test_observation_noise_changes_the_state_but_not_the_physics():
-    noisy = sim.make("mujoco/fr3-reach", num_envs=2, action_mode="joint_delta", randomization=only(obs_noise_std=0.01))
+    noisy = sim.make(
+        "mujoco/fr3-reach", num_envs=2, action_mode="joint_delta", randomization=only(obs_noise_std=0.01)
+    )
     clean = sim.make("mujoco/fr3-reach", num_envs=2, action_mode="joint_delta", randomization=OFF)
     try:
         diffs = [noisy.reset(seed=4)["state"] - clean.reset(seed=4)["state"]]
@@ -335,7 +384,11 @@ def test_lighting_changes_the_rendered_brightness(nominal_front):
     """The scene's key light is 0.8 diffuse: drawn at 0.6 the picture is darker, at 1.0 brighter."""
     dark = _front(only(light_range=(0.6, 0.6)))[0]
     bright = _front(only(light_range=(1.0, 1.0)))[0]
-    assert dark.mean() + 2 < nominal_front.mean() < bright.mean() - 2, (dark.mean(), nominal_front.mean(), bright.mean())
+    assert dark.mean() + 2 < nominal_front.mean() < bright.mean() - 2, (
+        dark.mean(),
+        nominal_front.mean(),
+        bright.mean(),
+    )
 
 
 def test_colour_jitter_shifts_the_drawn_colours_around_their_nominal(nominal_front):
@@ -353,7 +406,9 @@ def test_colour_jitter_shifts_the_drawn_colours_around_their_nominal(nominal_fro
         dr_apply.apply(env.models[0], env.nominal, params)
         table = mujoco.mj_name2id(env.models[0], mujoco.mjtObj.mjOBJ_GEOM, "table")
         mat = env.models[0].geom_matid[table]
-        np.testing.assert_allclose(env.models[0].geom_rgba[table, :3], env.models[0].mat_rgba[mat, :3] + [0.08, 0, -0.08])
+        np.testing.assert_allclose(
+            env.models[0].geom_rgba[table, :3], env.models[0].mat_rgba[mat, :3] + [0.08, 0, -0.08]
+        )
         img = env.render("front", 64).astype(np.float64)
     finally:
         env.close()

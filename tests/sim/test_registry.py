@@ -36,9 +36,14 @@ def test_num_envs_is_validated(bad):
 
 @pytest.mark.parametrize(
     "opts, key",
-    [({"control_hz": 30}, "control_hz"), ({"action_mode": "torque"}, "action_mode"),
-     ({"image_size": 8}, "image_size"), ({"cameras": ("side",)}, "cameras"), ({"colour": 1}, "colour"),
-     ({"gripper": False}, "gripper")],
+    [
+        ({"control_hz": 30}, "control_hz"),
+        ({"action_mode": "torque"}, "action_mode"),
+        ({"image_size": 8}, "image_size"),
+        ({"cameras": ("side",)}, "cameras"),
+        ({"colour": 1}, "colour"),
+        ({"gripper": False}, "gripper"),
+    ],
 )
 def test_bad_options_name_the_key(opts, key):
     name = "mujoco/fr3-lift" if key == "gripper" else "mujoco/fr3-reach"

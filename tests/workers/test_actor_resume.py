@@ -36,8 +36,14 @@ def test_the_update_after_a_resume_is_bit_exact(tmp_path):
     from rlinf_robot.scheduler import Cluster, WorkerGroup
     from rlinf_robot.workers.actor import ActorWorker
 
-    kwargs = dict(policy="mlp", policy_cfg=POLICY, objective="decoupled_ppo", objective_cfg=OBJ,
-                  trainer={"lr": 1e-3, "max_grad_norm": 0.5}, seed=0)
+    kwargs = dict(
+        policy="mlp",
+        policy_cfg=POLICY,
+        objective="decoupled_ppo",
+        objective_cfg=OBJ,
+        trainer={"lr": 1e-3, "max_grad_norm": 0.5},
+        seed=0,
+    )
     with Cluster(num_cpus=2, num_gpus=0, namespace="rlinf_resume_test", log_to_driver=False) as cluster:
         a = WorkerGroup.spawn(ActorWorker, "actor_a", cluster, num_ranks=1, kwargs=kwargs)
         try:

@@ -19,7 +19,9 @@ class Reach(Task):
     episode_seconds = 3.0
     features = (("goal_pos", 3), ("goal_minus_tcp", 3))
 
-    def __init__(self, goal_low=GOAL_LOW, goal_high=GOAL_HIGH, success_radius: float = SUCCESS_RADIUS, goal=None):
+    def __init__(
+        self, goal_low=GOAL_LOW, goal_high=GOAL_HIGH, success_radius: float = SUCCESS_RADIUS, goal=None
+    ):
         """Goals are drawn uniformly from the box [goal_low, goal_high] (m, base frame); ``goal``
         fixes one."""
         if goal is not None:

@@ -69,10 +69,14 @@ class RobotUpProcess:
                     if m:
                         return m
                 if self._eof and self.proc.poll() is not None:
-                    raise RuntimeError(f"robot up exited with {self.proc.returncode} before {rx.pattern!r}:\n{self.tail()}")
+                    raise RuntimeError(
+                        f"robot up exited with {self.proc.returncode} before {rx.pattern!r}:\n{self.tail()}"
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise RuntimeError(f"no {rx.pattern!r} from robot up within {timeout_s:g} s:\n{self.tail()}")
+                    raise RuntimeError(
+                        f"no {rx.pattern!r} from robot up within {timeout_s:g} s:\n{self.tail()}"
+                    )
                 self._cond.wait(min(left, 0.2))
 
     def wait_ready(self, timeout_s: float) -> dict[str, int]:

@@ -109,7 +109,9 @@ class Child:
         if proc is None or proc.poll() is not None:
             return None
         first = signal.Signals(first)
-        steps = [(first, timeout_s)] + [(s, w) for s, w in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)) if s != first]
+        steps = [(first, timeout_s)] + [
+            (s, w) for s, w in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)) if s != first
+        ]
         escalated = None
         for sig, wait in steps:
             if proc.poll() is not None:

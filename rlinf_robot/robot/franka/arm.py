@@ -236,7 +236,12 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
             action if action.mode in ABSOLUTE_MODES else ArmAction(safe.mode, safe.target, safe.gripper)
         )
         goal = Goal(
-            goal_action, stamp, wall_stamp, self.estop.generation, expires=source != "home", source=source,
+            goal_action,
+            stamp,
+            wall_stamp,
+            self.estop.generation,
+            expires=source != "home",
+            source=source,
             one_shot=action.mode not in ABSOLUTE_MODES,
         )
         self.watchdog.feed(stamp)

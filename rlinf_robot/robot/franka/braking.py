@@ -71,8 +71,12 @@ def braking_target(
     if not 0.0 < dynamics_factor <= 1.0:
         raise ValueError(f"dynamics_factor must be in (0, 1], got {dynamics_factor!r}")
     dq_d = np.asarray(dq_d, dtype=np.float64)
-    target = np.asarray(q_d, dtype=np.float64) + dq_d * latency_s + braking_distance(
-        dq_d, ddq_d, np.asarray(acc_limit) * dynamics_factor, np.asarray(jerk_limit) * dynamics_factor
+    target = (
+        np.asarray(q_d, dtype=np.float64)
+        + dq_d * latency_s
+        + braking_distance(
+            dq_d, ddq_d, np.asarray(acc_limit) * dynamics_factor, np.asarray(jerk_limit) * dynamics_factor
+        )
     )
     if q_lo is not None and q_hi is not None:
         target = np.clip(target, q_lo, q_hi)

@@ -63,7 +63,9 @@ def joint_targets_by_name(
         elif name == FINGER_JOINT_NAME:
             gripper = 2.0 * float(value)
         else:
-            return Rejection("unknown_joint", f"unknown joint {name!r}; known: {[*JOINT_NAMES, FINGER_JOINT_NAME]}")
+            return Rejection(
+                "unknown_joint", f"unknown joint {name!r}; known: {[*JOINT_NAMES, FINGER_JOINT_NAME]}"
+            )
     if not any(n in JOINT_NAMES for n in names) and gripper is None:
         return Rejection("shape", "the command names no joint")
     return target, gripper

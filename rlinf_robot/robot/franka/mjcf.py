@@ -37,7 +37,9 @@ def fr3_assets_dir() -> Path:
     for cand in sorted(franka_sim_venv().glob("lib/python*/site-packages/franky_sim/assets")):
         if (cand / "fr3.xml").exists():
             return cand
-    raise FileNotFoundError("FR3 model not found: run `make setup` (installs franky-sim) or set RLINF_FR3_ASSETS")
+    raise FileNotFoundError(
+        "FR3 model not found: run `make setup` (installs franky-sim) or set RLINF_FR3_ASSETS"
+    )
 
 
 def fr3_mjcf(includes: Sequence[Path] = (), assets: Path | None = None) -> str:

@@ -71,7 +71,9 @@ def sim_options(config: str | Path) -> dict[str, Any]:
     dyn = opts["dynamics"]
     if dyn is not None:
         if not isinstance(dyn, dict) or set(dyn) - set(_DYNAMICS_KEYS):
-            raise ConfigError(f"{config}: {BLOCK}.dynamics must map some of {list(_DYNAMICS_KEYS)} to numbers")
+            raise ConfigError(
+                f"{config}: {BLOCK}.dynamics must map some of {list(_DYNAMICS_KEYS)} to numbers"
+            )
         for key, v in dyn.items():
             values = v if isinstance(v, list) else [v]
             if not all(isinstance(x, (int, float)) and x >= 0 for x in values):
@@ -87,8 +89,9 @@ def make_server(opts: dict[str, Any]) -> FrankaSimServer:
         args.append("--enforce-motion-limits")
     env = {}
     if opts["dynamics"] is not None:
-        return FrankaSimServer(extra_args=args, env=env, gripper=opts["gripper"], die_with_parent=True,
-                               mjcf=variant_mjcf(opts))
+        return FrankaSimServer(
+            extra_args=args, env=env, gripper=opts["gripper"], die_with_parent=True, mjcf=variant_mjcf(opts)
+        )
     if opts["joint_damping"] is not None:
         damping = opts["joint_damping"]
         env["FR3_JOINT_DAMPING"] = ",".join(

@@ -18,8 +18,9 @@ def _register(task_name: str, scene: str) -> None:
         from sim.mujoco.config import MujocoConfig
         from sim.mujoco.env import MujocoFR3Env
 
-        return MujocoFR3Env(make_task(task_name, **(task_options or {})), num_envs, MujocoConfig.from_kwargs(**cfg),
-                            scene)
+        return MujocoFR3Env(
+            make_task(task_name, **(task_options or {})), num_envs, MujocoConfig.from_kwargs(**cfg), scene
+        )
 
     factory.__doc__ = f"{cls.__name__}: {cls.instruction}"
     register(f"mujoco/{task_name}", description=cls.instruction, requires=("mujoco",), extra="sim")(factory)

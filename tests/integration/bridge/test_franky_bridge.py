@@ -58,8 +58,9 @@ def bridge(franka_sim_module):
     from rlinf_robot.bridge.franky_backend import FrankyBackend
 
     backend = FrankyBackend(franka_sim_module.host, dynamics_factor=0.3)
-    server = BridgeServer(backend, ServerConfig(endpoint="tcp://127.0.0.1:*", obs_rate_hz=50.0,
-                                                deadman_ms=DEADMAN_MS)).start()
+    server = BridgeServer(
+        backend, ServerConfig(endpoint="tcp://127.0.0.1:*", obs_rate_hz=50.0, deadman_ms=DEADMAN_MS)
+    ).start()
     yield server
     server.stop()
 
@@ -67,10 +68,15 @@ def bridge(franka_sim_module):
 def test_real_robot_env_moves_the_arm_to_a_target_pose(bridge):
     home_tcp = tcp_pose(HOME_Q)
     goal = home_tcp[:3] + np.array([0.06, 0.05, -0.08])
-    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="fr3-reach",
-                        task_options={"goal": goal.tolist(), "success_radius": 0.005}, max_episode_steps=80,
-                        start_from_task=False,
-                        auto_reset=False)
+    cfg = RealEnvConfig(
+        action_mode="ee_delta",
+        control_hz=10.0,
+        task="fr3-reach",
+        task_options={"goal": goal.tolist(), "success_radius": 0.005},
+        max_episode_steps=80,
+        start_from_task=False,
+        auto_reset=False,
+    )
     client = BridgeClient(endpoint=bridge.endpoint).connect()
     env = RealRobotEnv(client, cfg)
     try:
@@ -80,7 +86,9 @@ def test_real_robot_env_moves_the_arm_to_a_target_pose(bridge):
         for _ in range(80):  # a P controller on the pose: position error and rotation back to home's
             err = obs["state"][0, sl["goal_minus_tcp"]]
             rot = quat_to_rotvec(quat_multiply(home_tcp[3:], quat_conjugate(obs["state"][0, sl["tcp_quat"]])))
-            obs, reward, terminated, truncated, info = env.step(0.5 * np.concatenate([err, rot])[None])  # gain < 1: deltas are relative to the last target
+            obs, reward, terminated, truncated, info = env.step(
+                0.5 * np.concatenate([err, rot])[None]
+            )  # gain < 1: deltas are relative to the last target
             assert info["rejections"] == [[]]
             if terminated[0] or truncated[0]:
                 break
@@ -98,7 +106,9 @@ def test_real_robot_env_moves_the_arm_to_a_target_pose(bridge):
 def test_link_cut_mid_chunk_the_arm_holds(bridge):
     observer = BridgeClient(endpoint=bridge.endpoint).connect()
     observer.subscribe()
-    proc = subprocess.Popen([sys.executable, "-c", LEARNER, bridge.endpoint], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LEARNER, bridge.endpoint], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         moving = observer.observe(timeout=10, predicate=lambda o: abs(o.joint_vel[0]) > 0.1)

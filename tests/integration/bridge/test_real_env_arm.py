@@ -37,13 +37,17 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
-    config = derived_config(tmp_path_factory.mktemp("real-env"), "real_env.yaml",
-                            {"franka_sim", "franka_node", "bridge_node"}, {
-        "franka_sim": {"gripper": False},
-        "franka_node": {"gripper": False},
-        # no camera node, so no camera topic; a deadman a busy test machine does not trip by accident
-        "bridge_node": {"endpoint": endpoint, "deadman_ms": 300.0, "camera_topics": [""]},
-    })
+    config = derived_config(
+        tmp_path_factory.mktemp("real-env"),
+        "real_env.yaml",
+        {"franka_sim", "franka_node", "bridge_node"},
+        {
+            "franka_sim": {"gripper": False},
+            "franka_node": {"gripper": False},
+            # no camera node, so no camera topic; a deadman a busy test machine does not trip by accident
+            "bridge_node": {"endpoint": endpoint, "deadman_ms": 300.0, "camera_topics": [""]},
+        },
+    )
     up = RobotUp("--sim", "--config", str(config), "--ready-timeout", "600")
     try:
         up.ready(660)
@@ -77,8 +81,14 @@ def test_a_feedback_controller_reaches_a_fixed_goal(stack):
     """Deltas are relative to the last commanded target, which leads a lagging arm: the controller
     closes the loop on the measured TCP with a gain below 1 per tick."""
     goal = HOME[:3] + np.array([0.04, -0.03, -0.05])
-    with real_env(stack, action_mode="ee_delta", control_hz=10.0, task="fr3-reach",
-                  task_options={"goal": goal.tolist(), "success_radius": 0.01}, max_episode_steps=150) as env:
+    with real_env(
+        stack,
+        action_mode="ee_delta",
+        control_hz=10.0,
+        task="fr3-reach",
+        task_options={"goal": goal.tolist(), "success_radius": 0.01},
+        max_episode_steps=150,
+    ) as env:
         obs = env.reset(seed=0)
         sl = env.obs_spec.state_slices()
         start = float(np.linalg.norm(obs["state"][0, sl["goal_minus_tcp"]]))
@@ -91,7 +101,9 @@ def test_a_feedback_controller_reaches_a_fixed_goal(stack):
             if terminated[0] or truncated[0]:
                 break
         final = float(np.linalg.norm(obs["state"][0, sl["goal_minus_tcp"]]))
-        assert terminated[0] and info["success"][0], f"{start * 1e3:.1f} -> {final * 1e3:.1f} mm from the goal"
+        assert terminated[0] and info["success"][0], (
+            f"{start * 1e3:.1f} -> {final * 1e3:.1f} mm from the goal"
+        )
         # the env's verdict is the task's on the arm's TCP (franka_node's FK of franka-sim's joints)
         tcp = np.asarray(env.clients[0].latest.ee_pose[:3])
         assert np.linalg.norm(tcp - goal) < 0.012 and final < 0.01
@@ -104,9 +116,15 @@ def test_a_chunk_is_scored_row_by_row_on_the_arms_trace(stack):
     ``relative_dynamics_factor`` 0.2 the arm lags: one run's trace rose 0.2, 1.4, 7.2, 13 mm while
     the commanded path went up 3 cm and back down.)"""
     goal = HOME[:3] + np.array([0.0, 0.0, 0.03])
-    with real_env(stack, action_mode="ee_delta", control_hz=10.0, task="fr3-reach",
-                  task_options={"goal": goal.tolist(), "success_radius": 0.01}, max_episode_steps=50,
-                  terminate_on_success=False) as env:
+    with real_env(
+        stack,
+        action_mode="ee_delta",
+        control_hz=10.0,
+        task="fr3-reach",
+        task_options={"goal": goal.tolist(), "success_radius": 0.01},
+        max_episode_steps=50,
+        terminate_on_success=False,
+    ) as env:
         env.reset(seed=0)
         chunk = np.zeros((1, 4, 6), np.float32)
         chunk[0, :, 2] = [0.015, 0.015, -0.015, -0.015]

@@ -99,9 +99,15 @@ def test_robot_up_starts_the_bridge_and_real_robot_env_moves_the_arm_to_a_target
 def _reach(endpoint: str, probe: RosProbe) -> None:
     home = tcp_pose(HOME_Q)
     goal = home[:3] + np.array([0.05, -0.04, -0.06])
-    cfg = RealEnvConfig(action_mode="ee_delta", control_hz=10.0, task="fr3-reach",
-                        task_options={"goal": goal.tolist(), "success_radius": 0.005}, max_episode_steps=150,
-                        cameras={"front": (96, 96, 3)}, auto_reset=False)
+    cfg = RealEnvConfig(
+        action_mode="ee_delta",
+        control_hz=10.0,
+        task="fr3-reach",
+        task_options={"goal": goal.tolist(), "success_radius": 0.005},
+        max_episode_steps=150,
+        cameras={"front": (96, 96, 3)},
+        auto_reset=False,
+    )
     client = BridgeClient(endpoint=endpoint, connect_timeout_s=30.0).connect()
     env = RealRobotEnv(client, cfg)
     try:
@@ -122,7 +128,9 @@ def _reach(endpoint: str, probe: RosProbe) -> None:
         assert terminated[0], f"{np.linalg.norm(err) * 1e3:.1f} mm from the goal"
         # independently, from franka_node's /franka/ee_pose: within 5 mm of the goal
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and (probe.ee() is None or np.linalg.norm(probe.ee()[:3] - goal) > 0.005):
+        while time.monotonic() < deadline and (
+            probe.ee() is None or np.linalg.norm(probe.ee()[:3] - goal) > 0.005
+        ):
             time.sleep(0.05)
         assert np.linalg.norm(probe.ee()[:3] - goal) < 0.005
         st = env.status()[0]
@@ -136,8 +144,10 @@ def _stamped(probe: RosProbe, t0: float) -> list[tuple[float, np.ndarray]]:
     """(capture wall time from the header, arm joint positions) of /franka/joint_states after ``t0``
     (wall clock). Header stamps, not arrival times: on a loaded machine messages arrive in bursts."""
     with probe.lock:
-        out = [(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, np.array(m.position[:7]))
-               for _, m in probe.joint_states]
+        out = [
+            (m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, np.array(m.position[:7]))
+            for _, m in probe.joint_states
+        ]
     return sorted(((t, q) for t, q in out if t >= t0), key=lambda s: s[0])
 
 
@@ -180,7 +190,9 @@ def _link_cut(endpoint: str, probe: RosProbe) -> None:
     try:
         assert proc.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not any(s > 0.1 for _, s in _speed_after(probe, time.time() - 0.2)):
+        while time.monotonic() < deadline and not any(
+            s > 0.1 for _, s in _speed_after(probe, time.time() - 0.2)
+        ):
             time.sleep(0.02)
         assert any(s > 0.1 for _, s in _speed_after(probe, time.time() - 0.3)), (
             f"the arm never moved: {observer.status().counters}"
@@ -224,10 +236,15 @@ def _link_cut(endpoint: str, probe: RosProbe) -> None:
         assert st.state == "LINK_LOST" and st.counters["deadman_trips"] >= 1
     finally:
         import json
+
         time.sleep(1.5)
         with probe.lock:
-            tr = [(t - t_kill, list(m.position[:7]), list(m.velocity[:7])) for t, m in probe.joint_states if t >= t_kill - 0.5]
-        json.dump(tr, open('/tmp/linkcut_trace.json', 'w'))
+            tr = [
+                (t - t_kill, list(m.position[:7]), list(m.velocity[:7]))
+                for t, m in probe.joint_states
+                if t >= t_kill - 0.5
+            ]
+        json.dump(tr, open("/tmp/linkcut_trace.json", "w"))
         observer.close()
 
 
@@ -277,20 +294,34 @@ def test_a_delta_chunk_moves_the_arm_by_its_row_sum(stack, mode, hz):
                 seq, reports = -1, []
                 for part in np.array_split(rows, pieces):
                     if seq >= 0:  # the next piece is sent as the previous one ends
-                        o = client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
+                        o = client.observe(
+                            timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active
+                        )
                         reports.append(o.chunk_report)
                     seq = client.send_chunk(part, mode, hz, obs=client.latest)
-                o = client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
+                o = client.observe(
+                    timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active
+                )
                 reports.append(o.chunk_report)
                 end = client.observe(timeout=30, predicate=Settled(0.004, window_s=0.5))
                 assert client.take_errors() == []
                 if mode == "joint_delta":
-                    moved, want, tol = end.joint_pos[:7] - start.joint_pos[:7], rows.sum(axis=0), ROW_SUM_TOL_RAD
+                    moved, want, tol = (
+                        end.joint_pos[:7] - start.joint_pos[:7],
+                        rows.sum(axis=0),
+                        ROW_SUM_TOL_RAD,
+                    )
                 else:
-                    moved, want, tol = end.ee_pose[:3] - start.ee_pose[:3], rows[:, :3].sum(axis=0), ROW_SUM_TOL_M
+                    moved, want, tol = (
+                        end.ee_pose[:3] - start.ee_pose[:3],
+                        rows[:, :3].sum(axis=0),
+                        ROW_SUM_TOL_M,
+                    )
                 ratio = np.linalg.norm(moved) / np.linalg.norm(want)
-                print(f"{mode} {hz:g} Hz in {pieces} chunk(s): moved {np.round(moved, 4).tolist()}, "
-                      f"row sum {np.round(want, 4).tolist()}, ratio {ratio:.3f}, reports {reports}")
+                print(
+                    f"{mode} {hz:g} Hz in {pieces} chunk(s): moved {np.round(moved, 4).tolist()}, "
+                    f"row sum {np.round(want, 4).tolist()}, ratio {ratio:.3f}, reports {reports}"
+                )
                 if any(r.get("lead_clamped") for r in reports):
                     # the arm lagged its target by more than max_target_lead when the second piece
                     # came (ee rows at 50 Hz outrun franka-sim at relative_dynamics_factor 0.2):

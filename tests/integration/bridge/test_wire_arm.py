@@ -32,14 +32,24 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
-    config = derived_config(tmp_path_factory.mktemp("wire"), "wire.yaml", {"franka_sim", "franka_node", "bridge_node"}, {
-        "franka_sim": {"enforce_motion_limits": True, "gripper": False},
-        # auto_recover off: a reflex stays until the client sends `recover`
-        "franka_node": {"control_rate_hz": 50.0, "gripper": False, "auto_recover": False, "max_faults": 20,
-                        "fault_window_s": 120.0},
-        # a deadman a busy test machine does not trip by accident; the camera has no node behind it
-        "bridge_node": {"endpoint": endpoint, "deadman_ms": 300.0, "camera_topics": ["front/image_raw"]},
-    })
+    config = derived_config(
+        tmp_path_factory.mktemp("wire"),
+        "wire.yaml",
+        {"franka_sim", "franka_node", "bridge_node"},
+        {
+            "franka_sim": {"enforce_motion_limits": True, "gripper": False},
+            # auto_recover off: a reflex stays until the client sends `recover`
+            "franka_node": {
+                "control_rate_hz": 50.0,
+                "gripper": False,
+                "auto_recover": False,
+                "max_faults": 20,
+                "fault_window_s": 120.0,
+            },
+            # a deadman a busy test machine does not trip by accident; the camera has no node behind it
+            "bridge_node": {"endpoint": endpoint, "deadman_ms": 300.0, "camera_topics": ["front/image_raw"]},
+        },
+    )
     up = RobotUp("--sim", "--config", str(config), "--ready-timeout", "600")  # franka-sim: one per machine
     probe = None
     try:
@@ -85,8 +95,13 @@ def run_chunk(c: WireClient, rows, mode="joint_delta", hz=20.0, timeout=20.0) ->
     on any error answering it (with the error)."""
     obs = c.latest()
     seq = c.chunk(np.asarray(rows, np.float32), mode, hz, obs["seq"])
-    end = c.wait(lambda m: (m["type"] == "observation" and done(seq)(m))
-                 or (m["type"] == "error" and m["ref_seq"] == seq), timeout, f"the end of chunk {seq}")
+    end = c.wait(
+        lambda m: (
+            (m["type"] == "observation" and done(seq)(m)) or (m["type"] == "error" and m["ref_seq"] == seq)
+        ),
+        timeout,
+        f"the end of chunk {seq}",
+    )
     assert end["type"] == "observation", end
     assert end["chunk_report"]["applied"] == len(rows), end["chunk_report"]
     return end

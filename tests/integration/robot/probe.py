@@ -160,8 +160,12 @@ class RosProbe:
         try:
             assert client.wait_for_service(timeout_sec=10.0)
             req = SetParameters.Request()
-            req.parameters = [Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
-                                                                        double_value=float(value)))]
+            req.parameters = [
+                Parameter(
+                    name=name,
+                    value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(value)),
+                )
+            ]
             return self._call(client, req, timeout).results[0]
         finally:
             self.node.destroy_client(client)

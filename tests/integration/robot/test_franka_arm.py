@@ -97,13 +97,19 @@ def _back_travel(q: np.ndarray, joint: int, direction: float) -> float:
     return float(np.max(np.maximum.accumulate(travel) - travel))
 
 
-def _assert_stops_without_reversing(recorded: tuple[np.ndarray, np.ndarray], joint: int, direction: float) -> None:
+def _assert_stops_without_reversing(
+    recorded: tuple[np.ndarray, np.ndarray], joint: int, direction: float
+) -> None:
     q_d, q = recorded
     assert direction * (q_d[-1, joint] - q_d[0, joint]) > 0.0, "the arm did not keep decelerating forward"
     # The commanded motion never drives back (the bug: a hold at the measured joints went back 7 mrad
     # at 0.2 rad/s); the measured joint may overshoot it by the simulated servo's few-mrad settling.
-    assert _back_travel(q_d, joint, direction) < 5e-4, f"command reversed by {_back_travel(q_d, joint, direction):.2e} rad"
-    assert _back_travel(q, joint, direction) < 3e-3, f"arm reversed by {_back_travel(q, joint, direction):.2e} rad"
+    assert _back_travel(q_d, joint, direction) < 5e-4, (
+        f"command reversed by {_back_travel(q_d, joint, direction):.2e} rad"
+    )
+    assert _back_travel(q, joint, direction) < 3e-3, (
+        f"arm reversed by {_back_travel(q, joint, direction):.2e} rad"
+    )
     assert np.ptp(q_d[-20:, joint]) < 1e-5 and np.ptp(q[-20:, joint]) < 3e-4, "still moving 0.2 s later"
 
 
@@ -124,8 +130,13 @@ def test_hold_while_moving_brakes_forward_and_refuses_older_commands(arm):
     assert isinstance(late, Rejection) and late.reason == "before_hold"
     assert arm.state is ArmState.ACTIVE  # not latching: a fresh command moves the arm again
     assert arm.submit(ArmAction("joint_position", q0))
-    assert wait_until(lambda: arm.submit(ArmAction("joint_position", q0)) and within(
-        arm.get_observation()["joint_pos"], q0, 2e-3), 10)
+    assert wait_until(
+        lambda: (
+            arm.submit(ArmAction("joint_position", q0))
+            and within(arm.get_observation()["joint_pos"], q0, 2e-3)
+        ),
+        10,
+    )
 
 
 def _get_moving(arm: FrankaArm, target: np.ndarray) -> None:

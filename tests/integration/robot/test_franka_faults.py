@@ -24,11 +24,21 @@ JOINT1 = np.array([1.0, 0, 0, 0, 0, 0, 0])
 
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory, probe):
-    config = derived_config(tmp_path_factory.mktemp("faults"), "faults.yaml", {"franka_sim", "franka_node"}, {
-        "franka_sim": {"enforce_motion_limits": True, "gripper": False},
-        "franka_node": {"control_rate_hz": 50.0, "max_faults": 4, "fault_window_s": 120.0, "gripper": False,
-                        "rehome_on_recover": True},
-    })
+    config = derived_config(
+        tmp_path_factory.mktemp("faults"),
+        "faults.yaml",
+        {"franka_sim", "franka_node"},
+        {
+            "franka_sim": {"enforce_motion_limits": True, "gripper": False},
+            "franka_node": {
+                "control_rate_hz": 50.0,
+                "max_faults": 4,
+                "fault_window_s": 120.0,
+                "gripper": False,
+                "rehome_on_recover": True,
+            },
+        },
+    )
     up = RobotUp("--sim", "--config", str(config))
     try:
         up.ready()
@@ -51,7 +61,9 @@ def test_too_fast_command_reflexes_recovers_rehomes_and_accepts_commands(faulty)
     set_factor(arm, FAST)
     try:
         target = away + 0.5 * JOINT1
-        assert wait_until(lambda: arm.count("reflexes") > reflexes, 15, action=lambda: arm.send_joints(target)), arm.diag
+        assert wait_until(
+            lambda: arm.count("reflexes") > reflexes, 15, action=lambda: arm.send_joints(target)
+        ), arm.diag
     finally:
         set_factor(arm, SLOW)
     assert int(arm.diag.get("ACTIVE->REFLEX", "0")) >= 1
@@ -69,7 +81,9 @@ def test_repeated_reflexes_latch_until_reset(faulty):
     set_factor(arm, FAST)
     try:
         target = q0 - 0.5 * JOINT1
-        assert wait_until(lambda: arm.state() == "LATCHED", 60, action=lambda: arm.send_joints(target)), arm.diag
+        assert wait_until(lambda: arm.state() == "LATCHED", 60, action=lambda: arm.send_joints(target)), (
+            arm.diag
+        )
     finally:
         set_factor(arm, SLOW)
     assert arm.count("reflexes") >= 2
@@ -77,7 +91,9 @@ def test_repeated_reflexes_latch_until_reset(faulty):
     ignored = arm.count("rejected_not_active")
     q_latched = arm.q()
     nudge = q_latched + 0.05 * JOINT1
-    assert not wait_until(lambda: not within(arm.q(), q_latched, 1e-3), 0.6, action=lambda: arm.send_joints(nudge))
+    assert not wait_until(
+        lambda: not within(arm.q(), q_latched, 1e-3), 0.6, action=lambda: arm.send_joints(nudge)
+    )
     assert wait_until(lambda: arm.count("rejected_not_active") > ignored, 5)
     assert arm.fresh_diag()["state"] == "LATCHED"
     resp = arm.trigger("recover")

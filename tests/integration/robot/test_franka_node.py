@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    config = derived_config(tmp_path_factory.mktemp("stack"), "arm_stack.yaml",
-                            {"franka_sim", "franka_node", "camera_node"})
+    config = derived_config(
+        tmp_path_factory.mktemp("stack"), "arm_stack.yaml", {"franka_sim", "franka_node", "camera_node"}
+    )
     up = RobotUp("--sim", "--config", str(config))
     try:
         up.pids = up.ready()
@@ -43,7 +44,9 @@ def arm(stack, probe):
 
 def reach(probe, target, timeout=20.0, tol=1e-3) -> bool:
     """Stream a joint command at ~50 Hz until the arm is within ``tol`` of it."""
-    return wait_until(lambda: within(probe.q(), target, tol), timeout, action=lambda: probe.send_joints(target))
+    return wait_until(
+        lambda: within(probe.q(), target, tol), timeout, action=lambda: probe.send_joints(target)
+    )
 
 
 def settle(probe, timeout: float = 10.0) -> None:
@@ -102,7 +105,9 @@ def test_ee_command_reaches_target_within_2mm(arm):
     start = arm.ee()
     target = start.copy()
     target[:3] += [0.03, -0.03, -0.04]
-    ok = wait_until(lambda: np.linalg.norm(arm.ee()[:3] - target[:3]) < 2e-3, 20, action=lambda: arm.send_ee(target))
+    ok = wait_until(
+        lambda: np.linalg.norm(arm.ee()[:3] - target[:3]) < 2e-3, 20, action=lambda: arm.send_ee(target)
+    )
     assert ok, f"ee={arm.ee()} target={target}"
     # orientation held: the commanded quaternion is the starting one
     assert abs(abs(float(np.dot(arm.ee()[3:], target[3:]))) - 1.0) < 1e-4
@@ -180,10 +185,16 @@ def test_while_homing_the_state_streams_and_stop_ends_the_home_call_at_once(arm)
 
 def test_gripper_follows_the_finger_joint(arm):
     names = ["fr3_finger_joint1"]
-    assert wait_until(lambda: abs(arm.joint_states[-1][1].position[7] - 0.01) < 1e-3, 10,
-                      action=lambda: arm.send_joints([0.01], names=names))
-    assert wait_until(lambda: abs(arm.joint_states[-1][1].position[7] - 0.04) < 1e-3, 10,
-                      action=lambda: arm.send_joints([0.04], names=names))
+    assert wait_until(
+        lambda: abs(arm.joint_states[-1][1].position[7] - 0.01) < 1e-3,
+        10,
+        action=lambda: arm.send_joints([0.01], names=names),
+    )
+    assert wait_until(
+        lambda: abs(arm.joint_states[-1][1].position[7] - 0.04) < 1e-3,
+        10,
+        action=lambda: arm.send_joints([0.04], names=names),
+    )
 
 
 def test_camera_images_follow_the_arm(arm):
@@ -216,10 +227,14 @@ def test_killing_franka_node_makes_robot_up_restart_it(stack, arm):
     old = stack.pids["franka_node"]
     n_lines = len(stack.lines)
     os.kill(old, signal.SIGKILL)
-    new = int(stack.wait_for(r"robot up: franka_node running again \(pid (\d+)\)", 60, start=n_lines).group(1))
+    new = int(
+        stack.wait_for(r"robot up: franka_node running again \(pid (\d+)\)", 60, start=n_lines).group(1)
+    )
     assert new != old
     count = len(arm.joint_states)
-    assert wait_until(lambda: len(arm.joint_states) > count + 50, 20), "no joint_states from the new franka_node"
+    assert wait_until(lambda: len(arm.joint_states) > count + 50, 20), (
+        "no joint_states from the new franka_node"
+    )
     assert wait_until(lambda: arm.state() == "ACTIVE", 10)
     assert reach(arm, arm.q() + np.array([0, 0, 0, 0, 0, 0.05, 0]))
 

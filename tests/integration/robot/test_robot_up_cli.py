@@ -32,7 +32,9 @@ def test_unknown_node_fails_before_starting_anything(tmp_path):
 
 
 def test_bad_parameter_makes_franka_node_fail_to_configure(tmp_path):
-    config = derived_config(tmp_path, "bad_rate.yaml", {"franka_node"}, {"franka_node": {"control_rate_hz": -5.0}})
+    config = derived_config(
+        tmp_path, "bad_rate.yaml", {"franka_node"}, {"franka_node": {"control_rate_hz": -5.0}}
+    )
     up = RobotUp("--config", str(config))
     assert up.proc.wait(timeout=120) == 1, up.text()
     text = up.text()

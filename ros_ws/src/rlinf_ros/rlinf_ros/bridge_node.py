@@ -51,6 +51,8 @@ PARAMS = {
     "diagnostics_rate_hz": 1.0,
     "base_frame": "fr3_link0",
 }
+
+
 def _camera_name(topic: str) -> str:
     return topic.strip("/").split("/", 1)[0]
 
@@ -63,12 +65,17 @@ class BridgeNode(Node):
         self._cmd_js = self.create_publisher(JointState, "joint_command", 10)
         self._cmd_pose = self.create_publisher(PoseStamped, "ee_command", 10)
         self._diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._triggers = {name: self.create_client(Trigger, name) for name in ("home", "reset", "recover", "stop", "hold")}
+        self._triggers = {
+            name: self.create_client(Trigger, name) for name in ("home", "reset", "recover", "stop", "hold")
+        }
         self.backend = StreamBackend(
             CommandSinks(self._joint_command, self._ee_command, self._call, self._stop, self._hold),
-            cameras=[_camera_name(t) for t in cams], state_max_age_s=p["state_max_age_ms"] / 1e3,
-            camera_max_age_s=p["camera_max_age_ms"] / 1e3, target_hold_s=float(p["target_hold_s"]),
-            instruction=str(p["instruction"]))
+            cameras=[_camera_name(t) for t in cams],
+            state_max_age_s=p["state_max_age_ms"] / 1e3,
+            camera_max_age_s=p["camera_max_age_ms"] / 1e3,
+            target_hold_s=float(p["target_hold_s"]),
+            instruction=str(p["instruction"]),
+        )
         self._pose: np.ndarray | None = None
         self.create_subscription(PoseStamped, "ee_pose", self._on_pose, LATEST)
         self.create_subscription(JointState, "joint_states", self._on_joints, LATEST)
@@ -82,17 +89,25 @@ class BridgeNode(Node):
             raise ConfigError(f"bridge_node: {exc}") from exc
         self.create_timer(1.0 / _positive(p, "control_rate_hz"), self.backend.keepalive)
         self.create_timer(1.0 / _positive(p, "diagnostics_rate_hz"), self._publish_diagnostics)
-        self.get_logger().info(f"bridge on {self.server.endpoint} (CURVE {'on' if p['curve_secret_file'] else 'off'})")
+        self.get_logger().info(
+            f"bridge on {self.server.endpoint} (CURVE {'on' if p['curve_secret_file'] else 'off'})"
+        )
 
     @staticmethod
     def _server_config(p: dict) -> ServerConfig:
         curve = None
         if p["curve_secret_file"]:
             curve = CurveServerKeys(p["curve_secret_file"], p["curve_authorized_dir"])
-        return ServerConfig(endpoint=p["endpoint"], deadman_ms=float(p["deadman_ms"]),
-                            lease_timeout_ms=float(p["lease_timeout_ms"]), obs_rate_hz=float(p["obs_rate_hz"]),
-                            max_obs_age_ms=float(p["max_obs_age_ms"]), curve=curve,
-                            allow_insecure=bool(p["allow_insecure"]), name="bridge_node")
+        return ServerConfig(
+            endpoint=p["endpoint"],
+            deadman_ms=float(p["deadman_ms"]),
+            lease_timeout_ms=float(p["lease_timeout_ms"]),
+            obs_rate_hz=float(p["obs_rate_hz"]),
+            max_obs_age_ms=float(p["max_obs_age_ms"]),
+            curve=curve,
+            allow_insecure=bool(p["allow_insecure"]),
+            name="bridge_node",
+        )
 
     @staticmethod
     def _limits(p: dict) -> SafetyLimits:
@@ -116,7 +131,9 @@ class BridgeNode(Node):
 
     def _on_image(self, camera: str, msg: Image) -> None:
         if msg.encoding not in ("rgb8", "bgr8") or msg.height * msg.step != len(msg.data):
-            self.get_logger().warning(f"{camera}: unsupported image ({msg.encoding})", throttle_duration_sec=5.0)
+            self.get_logger().warning(
+                f"{camera}: unsupported image ({msg.encoding})", throttle_duration_sec=5.0
+            )
             return
         img = np.frombuffer(msg.data, np.uint8).reshape(msg.height, msg.step)[:, : msg.width * 3]
         img = img.reshape(msg.height, msg.width, 3)
@@ -177,17 +194,32 @@ class BridgeNode(Node):
         if self.server is None:
             return
         st = self.server.status()
-        level = {"ESTOP": DiagnosticStatus.ERROR, "LATCHED": DiagnosticStatus.ERROR,
-                 "LINK_LOST": DiagnosticStatus.WARN, "REFLEX": DiagnosticStatus.WARN}.get(st.state, DiagnosticStatus.OK)
-        values = [KeyValue(key="state", value=st.state), KeyValue(key="lease_holder", value=st.lease_holder),
-                  KeyValue(key="endpoint", value=self.server.endpoint)]
+        level = {
+            "ESTOP": DiagnosticStatus.ERROR,
+            "LATCHED": DiagnosticStatus.ERROR,
+            "LINK_LOST": DiagnosticStatus.WARN,
+            "REFLEX": DiagnosticStatus.WARN,
+        }.get(st.state, DiagnosticStatus.OK)
+        values = [
+            KeyValue(key="state", value=st.state),
+            KeyValue(key="lease_holder", value=st.lease_holder),
+            KeyValue(key="endpoint", value=self.server.endpoint),
+        ]
         values += [KeyValue(key=k, value=str(v)) for k, v in sorted(st.counters.items())]
         for span, pct in st.latency_ms.items():
-            values += [KeyValue(key=f"latency_{span}_{k}_ms", value=f"{v:.3f}") for k, v in pct.items()
-                       if k != "n" and math.isfinite(v)]
+            values += [
+                KeyValue(key=f"latency_{span}_{k}_ms", value=f"{v:.3f}")
+                for k, v in pct.items()
+                if k != "n" and math.isfinite(v)
+            ]
         name = f"{self.get_namespace().rstrip('/')}/{self.get_name()}: bridge"
-        msg = DiagnosticArray(status=[DiagnosticStatus(level=level, name=name, message=st.state,
-                                                       hardware_id=self.server.endpoint, values=values)])
+        msg = DiagnosticArray(
+            status=[
+                DiagnosticStatus(
+                    level=level, name=name, message=st.state, hardware_id=self.server.endpoint, values=values
+                )
+            ]
+        )
         msg.header.stamp = self.get_clock().now().to_msg()
         self._diag.publish(msg)
 

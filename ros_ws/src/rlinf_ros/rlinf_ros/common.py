@@ -52,7 +52,9 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     node = executor = None
     code = 0
     try:
-        rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+        rclpy.init(
+            args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO
+        )
         executor = SingleThreadedExecutor()
         node = factory()
         executor.add_node(node)

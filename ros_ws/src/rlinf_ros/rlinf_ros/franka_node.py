@@ -42,10 +42,13 @@ from rlinf_ros.side_services import SideServices
 
 NODE_PARAMS = {"diagnostics_rate_hz": 5.0, "base_frame": "fr3_link0"}
 LEVELS = {
-    ArmState.ACTIVE: DiagnosticStatus.OK, ArmState.IDLE: DiagnosticStatus.OK,
-    ArmState.REFLEX: DiagnosticStatus.WARN, ArmState.RECOVERING: DiagnosticStatus.WARN,
+    ArmState.ACTIVE: DiagnosticStatus.OK,
+    ArmState.IDLE: DiagnosticStatus.OK,
+    ArmState.REFLEX: DiagnosticStatus.WARN,
+    ArmState.RECOVERING: DiagnosticStatus.WARN,
     ArmState.DISCONNECTED: DiagnosticStatus.WARN,
-    ArmState.LATCHED: DiagnosticStatus.ERROR, ArmState.ESTOP: DiagnosticStatus.ERROR,
+    ArmState.LATCHED: DiagnosticStatus.ERROR,
+    ArmState.ESTOP: DiagnosticStatus.ERROR,
 }
 
 
@@ -163,13 +166,16 @@ class FrankaNode(LifecycleNode):
         p, q = obs.ee_pose[:3], obs.ee_pose[3:]
         pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = (float(v) for v in p)
         pose.pose.orientation.w, pose.pose.orientation.x, pose.pose.orientation.y, pose.pose.orientation.z = (
-            float(v) for v in q)
+            float(v) for v in q
+        )
         self._pose.publish(pose)
 
     def _publish_diagnostics(self) -> None:
         arm = self.arm
-        status = DiagnosticStatus(name=f"{self.get_namespace().rstrip('/')}/{self.get_name()}: arm",
-                                  hardware_id=str(self.params["robot_ip"]))
+        status = DiagnosticStatus(
+            name=f"{self.get_namespace().rstrip('/')}/{self.get_name()}: arm",
+            hardware_id=str(self.params["robot_ip"]),
+        )
         if arm is None:
             status.level, status.message = DiagnosticStatus.WARN, "unconfigured"
             status.values = [KeyValue(key="state", value="UNCONFIGURED")]
@@ -201,8 +207,10 @@ class FrankaNode(LifecycleNode):
             return
         frame = msg.header.frame_id
         if frame not in ("", self.params["base_frame"]):
-            self._count_rejection(arm, Rejection("frame", f"ee_command in frame {frame!r}, "
-                                                          f"expected {self.params['base_frame']!r}"))
+            self._count_rejection(
+                arm,
+                Rejection("frame", f"ee_command in frame {frame!r}, expected {self.params['base_frame']!r}"),
+            )
             return
         p, o = msg.pose.position, msg.pose.orientation
         values = [p.x, p.y, p.z, o.w, o.x, o.y, o.z]
@@ -216,8 +224,9 @@ class FrankaNode(LifecycleNode):
 
     def _report(self, verdict) -> None:
         if isinstance(verdict, Rejection) and verdict.reason != "not_active":
-            self.get_logger().warning(f"command rejected ({verdict.reason}): {verdict.detail}",
-                                      throttle_duration_sec=1.0)
+            self.get_logger().warning(
+                f"command rejected ({verdict.reason}): {verdict.detail}", throttle_duration_sec=1.0
+            )
 
     # ------------------------------------------------------------------ services
     def _srv_stop(self, request, response):
@@ -252,12 +261,15 @@ class FrankaNode(LifecycleNode):
             if p.name == "relative_dynamics_factor":
                 value = p.value
                 if not isinstance(value, (int, float)) or not 0.0 < float(value) <= 1.0:
-                    return SetParametersResult(successful=False, reason="relative_dynamics_factor must be in (0, 1]")
+                    return SetParametersResult(
+                        successful=False, reason="relative_dynamics_factor must be in (0, 1]"
+                    )
                 if self.arm is not None:
                     self.arm.set_dynamics_factor(float(value))
             elif p.name in self.params and self.arm is not None:
-                return SetParametersResult(successful=False,
-                                           reason=f"{p.name} applies at configure: cleanup and configure again")
+                return SetParametersResult(
+                    successful=False, reason=f"{p.name} applies at configure: cleanup and configure again"
+                )
         for p in params:
             if p.name in self.params:
                 self.params[p.name] = p.value

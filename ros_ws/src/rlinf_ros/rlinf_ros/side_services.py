@@ -24,9 +24,13 @@ class SideServices:
     def __init__(self, parent: Node, suffix: str):
         # use_global_arguments=False: the command line's ``__node:=`` remap would rename this node
         # to the parent's name; the namespace is taken from the parent explicitly instead.
-        self.node = Node(f"{parent.get_name()}_{suffix}", namespace=parent.get_namespace(),
-                         context=parent.context, use_global_arguments=False,
-                         start_parameter_services=False)
+        self.node = Node(
+            f"{parent.get_name()}_{suffix}",
+            namespace=parent.get_namespace(),
+            context=parent.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
+        )
         self._executor = SingleThreadedExecutor(context=parent.context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, name=f"{suffix}-services", daemon=True)
