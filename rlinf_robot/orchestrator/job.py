@@ -373,6 +373,10 @@ class TrainJob:
     def _pretrain(self) -> None:
         b = self.cfg.budget
         self.state.phase = "pretrain"
+        if b.pretrain_wall_s <= 0:  # budget.pretrain_wall_s=0: the hybrid loop from a fresh policy
+            self._say("pre-training in sim: skipped (budget.pretrain_wall_s=0)")
+            self.state.pretrained = True
+            return
         self._say(
             f"pre-training in sim: until {b.pretrain_target:.2f} training success or {b.pretrain_wall_s:g} s"
         )
