@@ -39,3 +39,7 @@ class LinkLost(RlinfRobotError):
 
 class ReflexError(RlinfRobotError):
     """The arm stopped on a reflex / control error (libfranka ControlException)."""
+
+
+class RobotUnreachable(RlinfRobotError, ConnectionError):
+    """A training job's robot endpoint did not answer before the job started anything."""

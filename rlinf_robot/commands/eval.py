@@ -17,11 +17,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from rlinf_robot.errors import ConfigError
+    from rlinf_robot.errors import ConfigError, RobotUnreachable
 
     try:
         out = evaluate(args.run_dir, list(args.overrides), args.on)
-    except ConfigError as e:
+    except (ConfigError, RobotUnreachable) as e:
         print(f"rlinf-robot eval: {e}")
         return 2
     for key, r in out.items():

@@ -102,15 +102,17 @@ class TrainJob:
         self.cfg = cfg
         self.settings = ppo.PPOSettings.from_mapping(cfg.algorithm)
         self.resumed = cfg.run.resume is not None
-        self.run_dir = self._run_dir()
-        self.state = JobState()
-        self.robot = None  # RobotUpProcess of the embedded robot PC
         self.endpoints: list[str] = list(cfg.robot.endpoints)
         self.sources = [
             f"real:{n}"
             for n in (cfg.robot.names or [f"arm{i}" for i in range(max(1, len(cfg.robot.endpoints)))])
         ]
         self.sim_source = f"sim:{cfg.task.name}"
+        if cfg.uses_arm and cfg.robot.kind != "sim_local":
+            self._check_robots_answer()
+        self.run_dir = self._run_dir()
+        self.state = JobState()
+        self.robot = None  # RobotUpProcess of the embedded robot PC
         self.scheduler = None
         self.groups: dict[str, Any] = {}
         self.buffer = SourceBuffer(cfg.hybrid.max_staleness)
@@ -152,6 +154,23 @@ class TrainJob:
         if not self._eval_only:  # a resume is recorded with what it ran with
             self.manifest.setdefault("resumes", []).append(data)
             path.write_text(json.dumps(self.manifest, indent=2))
+
+    def _check_robots_answer(self) -> None:
+        """Each remote robot's bridge answers a heartbeat, or one error naming the endpoint, before
+        Ray, a worker or the run's files start (a typo in an address should not cost minutes)."""
+        from rlinf_robot.bridge import BridgeClient, BridgeError
+        from rlinf_robot.bridge.config import ClientConfig
+        from rlinf_robot.errors import LinkLost, RobotUnreachable
+
+        for source, endpoint in zip(self.sources, self.endpoints, strict=False):
+            config = ClientConfig.from_dict({**dict(self.cfg.robot.client), "endpoint": endpoint})
+            try:
+                BridgeClient(config).connect().close()
+            except (LinkLost, BridgeError, OSError) as e:
+                raise RobotUnreachable(
+                    f"robot {source.split(':', 1)[1]} at {endpoint} is not reachable: {e} "
+                    "(is its robot PC up, the address right, and are the CURVE keys its own?)"
+                ) from None
 
     def setup(self) -> None:
         cfg = self.cfg

@@ -62,3 +62,52 @@ def test_the_cli_reports_a_bad_key_before_starting_anything():
     )
     assert out.returncode == 2, out.stderr
     assert "budget.wal_s" in out.stdout and "Traceback" not in out.stdout + out.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_robot_is_one_error_naming_the_endpoint_before_anything_starts(tmp_path):
+    endpoint = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlinf_robot.cli",
+            "train",
+            "robot=fr3",
+            f"robot.endpoints=[{endpoint}]",
+            "robot.client.connect_timeout_s=1.0",
+            f"run.dir={tmp_path / 'runs'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = [x for x in out.stdout.splitlines() if x.strip()]
+    assert len(lines) == 1 and endpoint in lines[0] and "not reachable" in lines[0], out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+    assert not (tmp_path / "runs").exists()  # no run dir, no Ray, no worker
+
+
+def test_a_robot_whose_bridge_answers_passes_the_check(tmp_path):
+    """The same check against a real BridgeServer (in-memory arm) on loopback goes through."""
+    from rlinf_robot.bridge import BridgeServer, KinematicArm, ServerConfig
+    from rlinf_robot.orchestrator.job import TrainJob
+
+    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    server = BridgeServer(KinematicArm(), ServerConfig(endpoint=endpoint, deadman_ms=1000.0)).start()
+    try:
+        cfg = compose(
+            ["robot=fr3", f"robot.endpoints=[{endpoint}]", f"run.dir={tmp_path}", "run.wandb=disabled"]
+        )
+        job = TrainJob(cfg)
+        assert job.run_dir.parent == tmp_path and job.endpoints == [endpoint]
+    finally:
+        server.stop()
