@@ -16,7 +16,7 @@ export MUJOCO_GL ?= osmesa
 export PYOPENGL_PLATFORM ?= osmesa
 export RAY_AUTH_MODE ?= disabled
 
-.PHONY: setup demo test test-fast bench lint clean help
+.PHONY: setup demo test test-fast bench lint format clean help
 .DEFAULT_GOAL := help
 
 help:
@@ -24,7 +24,8 @@ help:
 	@echo "make test   - set up, then run the whole test suite"
 	@echo "make setup  - create .venv, .venv-franka-sim, the FR3 MJCF wrapper, build ros_ws"
 	@echo "make bench  - run every benchmark in benchmarks/ (each ends with a RESULT line)"
-	@echo "make lint   - ruff"
+	@echo "make lint   - ruff (lint and format check), the import layers (import-linter), mypy on the robot-PC side"
+	@echo "make format - ruff format, then ruff's import sorting"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/franka-sim $(FR3_WRAPPER) $(STAMPS)/ros_ws $(STAMPS)/lerobot-reader
 
@@ -67,8 +68,19 @@ test-fast: setup
 bench: setup
 	@set -e; for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
 
+LINT_PATHS := rlinf_robot sim policies calibration tests benchmarks ros_ws/src
+# The robot-PC side and the env contract are type-checked (pyproject.toml [tool.mypy]).
+TYPED_PATHS := rlinf_robot/protocol rlinf_robot/safety rlinf_robot/bridge rlinf_robot/envs
+
 lint: $(STAMPS)/venv
-	@$(VENV)/bin/ruff check rlinf_robot sim policies calibration tests benchmarks ros_ws/src
+	@$(VENV)/bin/ruff check $(LINT_PATHS)
+	@$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	@$(VENV)/bin/lint-imports
+	@$(VENV)/bin/mypy $(TYPED_PATHS)
+
+format: $(STAMPS)/venv
+	@$(VENV)/bin/ruff format $(LINT_PATHS)
+	@$(VENV)/bin/ruff check --select I --fix $(LINT_PATHS)
 
 clean:
 	rm -rf build ros_ws/build ros_ws/install ros_ws/log

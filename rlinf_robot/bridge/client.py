@@ -111,6 +111,7 @@ class BridgeClient:
 
     def _socket(self, identity: str) -> zmq.Socket:
         cfg = self.config
+        assert self._ctx is not None  # both sockets are made between connect() and close()
         sock = self._ctx.socket(zmq.DEALER)
         sock.linger = 0
         sock.routing_id = identity.encode()
@@ -232,8 +233,10 @@ class BridgeClient:
             return o is not None and o.seq > after and (predicate is None or predicate(o))
 
         self._wait(ready, timeout, "no observation")
-        self._returned_seq = self._latest.seq
-        return self._latest
+        latest = self._latest
+        assert latest is not None  # ready() held
+        self._returned_seq = latest.seq
+        return latest
 
     def send_chunk(
         self,
@@ -325,7 +328,7 @@ class BridgeClient:
         if self._sock is None:
             raise BridgeError("client is closed")
         sock = self._sock
-        if not self._poller.poll(timeout_ms):
+        if not self._poller.poll(int(timeout_ms)):  # >= 0 here; pyzmq truncates a float to int itself
             return
         batch: list[tuple[list, int, bool]] = []  # (frames, receive time, is an observation)
         while True:
@@ -388,7 +391,7 @@ class BridgeClient:
                     except zmq.Again:
                         pass  # not connected: nothing queues (IMMEDIATE)
                     next_beat = max(next_beat + period, now)
-                if poller.poll(max(0.0, next_beat - time.monotonic()) * 1000.0):
+                if poller.poll(int(max(0.0, next_beat - time.monotonic()) * 1000.0)):
                     while True:
                         try:
                             frames = sock.recv_multipart(zmq.NOBLOCK)

@@ -167,7 +167,7 @@ class Motion:
         target = plan.targets[index]
         width_cmd = None if plan.widths is None else float(plan.widths[index])
         decision = rules.check_target(target, width_cmd)
-        if decision and plan.mode != decision.source_mode:
+        if isinstance(decision, SafeAction) and plan.mode != decision.source_mode:
             decision = SafeAction(
                 decision.mode, decision.target, decision.gripper, plan.mode, decision.adjustments
             )

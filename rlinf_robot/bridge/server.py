@@ -19,6 +19,8 @@ import os
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import zmq
@@ -36,6 +38,9 @@ from rlinf_robot.bridge.scheduler import Dropped
 from rlinf_robot.bridge.transport import more_queued, recv_frames, send_frames
 from rlinf_robot.protocol import ActionChunk, Command, Error, Heartbeat, ProtocolError, Status, decode, encode
 from rlinf_robot.safety import EStop, SafetyLimits
+
+if TYPE_CHECKING:
+    from rlinf_robot.bridge.auth import ServerSecurity
 
 log = logging.getLogger(__name__)
 MAX_PEERS = 1024
@@ -76,7 +81,7 @@ class BridgeServer:
         self._thread: threading.Thread | None = None
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
-        self._security = None
+        self._security: ServerSecurity | None = None
         self._commands = CommandContext(
             backend=backend,
             lease=self.lease,
@@ -240,6 +245,7 @@ class BridgeServer:
 
     def _drain(self) -> None:
         sock = self._sock
+        assert sock is not None  # the I/O loop runs between start() and stop()
         for _ in range(MAX_BATCH):
             frames = recv_frames(sock)
             if frames is None:
@@ -350,7 +356,11 @@ class BridgeServer:
         else:
             self._send(peer.identity, self.status(ref_seq=cmd.seq, message=outcome))
 
-    _HANDLERS = {Heartbeat: _on_heartbeat, ActionChunk: _on_chunk, Command: _on_command}
+    _HANDLERS: ClassVar[dict[type, Callable[[BridgeServer, Peer, Any, int, int], None]]] = {
+        Heartbeat: _on_heartbeat,
+        ActionChunk: _on_chunk,
+        Command: _on_command,
+    }
 
     # ------------------------------------------------------------------ who may move the arm
     def _motion_refusal(self, peer: Peer) -> tuple[str, str] | None:
@@ -474,8 +484,10 @@ class BridgeServer:
                 peer.backlog.popleft()
 
     def _send_frames(self, identity: bytes, frames: list) -> bool:
+        sock = self._sock
+        assert sock is not None  # only the I/O loop sends, and it runs between start() and stop()
         try:
-            send_frames(self._sock, [identity, *frames])
+            send_frames(sock, [identity, *frames])
             return True
         except zmq.Again:
             self._count("send_would_block")

@@ -27,8 +27,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from rlinf_robot.safety import RobotState, SafeAction
 log = logging.getLogger(__name__)
 #: Driver states in which the arm takes no commands; the bridge reports them as its own state.
 FAULT_STATES = frozenset({"REFLEX", "RECOVERING", "LATCHED", "ESTOP"})
+#: An arm sample's value: joint positions, joint velocities, EE pose, gripper width.
+_ArmValue = tuple[np.ndarray, np.ndarray, np.ndarray, float]
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,8 @@ class CommandSinks:
 
 
 @dataclass(frozen=True)
-class _Sample:
-    value: object
+class _Sample(Generic[_V]):
+    value: _V
     mono: float  # time.monotonic() when it arrived
     wall_ns: int  # its own capture stamp (header), wall clock
 
@@ -67,7 +71,7 @@ class StreamBackend:
     def __init__(
         self,
         sinks: CommandSinks,
-        cameras: list[str] = (),
+        cameras: Sequence[str] = (),
         state_max_age_s: float = 0.1,
         camera_max_age_s: float = 0.5,
         target_hold_s: float = 5.0,
@@ -85,8 +89,8 @@ class StreamBackend:
         self._state_stamp_ns = 0  # the driver's stamp (wall clock) of the newest state report
         self._lock = threading.Lock()
         self._state_cond = threading.Condition(self._lock)
-        self._arm: _Sample | None = None
-        self._images: dict[str, _Sample] = {}
+        self._arm: _Sample[_ArmValue] | None = None
+        self._images: dict[str, _Sample[np.ndarray]] = {}
         self._target: tuple[SafeAction, float] | None = None
 
     # -- streams in
@@ -120,7 +124,7 @@ class StreamBackend:
         with self._lock:
             self._images[camera] = _Sample(image, time.monotonic(), int(wall_ns))
 
-    def _fresh_arm(self, now: float) -> _Sample | None:
+    def _fresh_arm(self, now: float) -> _Sample[_ArmValue] | None:
         s = self._arm
         return s if s is not None and now - s.mono <= self.state_max_age_s else None
 

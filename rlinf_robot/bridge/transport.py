@@ -9,6 +9,8 @@ is about a tenth of the learner's turn-around.
 
 from __future__ import annotations
 
+from typing import cast
+
 import zmq
 
 
@@ -27,7 +29,8 @@ def recv_frames(sock: zmq.Socket) -> list[zmq.Frame] | None:
 
 def more_queued(sock: zmq.Socket) -> bool:
     """Whether another message can be received now (cheaper than a receive that fails)."""
-    return bool(sock.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+    # EVENTS is an int option; pyzmq annotates every option's value as int | bytes
+    return bool(cast(int, sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
 
 
 def send_frames(sock: zmq.Socket, frames: list, flags: int = zmq.NOBLOCK) -> None:

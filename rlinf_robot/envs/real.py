@@ -190,18 +190,19 @@ class RealRobotEnv(BatchedEnv):
                 self._reset_one(int(i))
 
     def _observe(self) -> Obs:
+        obs = self._observations()
         images = {}
         for cam, shape in self.cfg.cameras.items():
-            frames = [o.images[cam] for o in self._obs]
+            frames = [o.images[cam] for o in obs]
             for i, f in enumerate(frames):
                 if f.shape != shape:
                     raise ValueError(f"robot {i} camera {cam!r} sends {f.shape}, the env expects {shape}")
             images[cam] = np.stack(frames)
-        instruction = [o.instruction or self.task.instruction for o in self._obs]
+        instruction = [o.instruction or self.task.instruction for o in obs]
         return {"state": self._state_now(), "images": images, "instruction": instruction}
 
     def _state_now(self) -> np.ndarray:
-        robot = np.stack([robot_state(o) for o in self._obs])
+        robot = np.stack([robot_state(o) for o in self._observations()])
         batch = self._batch(
             robot[:, :7], robot[:, 14:17], robot[:, 17:21], robot[:, 21], range(self.num_envs)
         )
@@ -230,7 +231,7 @@ class RealRobotEnv(BatchedEnv):
         out = RowResults.empty(n, horizon, int(self.obs_spec.state_shape[0]))
         rejections, aborted, reports, step_ms = [], np.zeros(n, bool), [], np.zeros(n)
         for i, (c, seq) in enumerate(zip(self.clients, seqs, strict=True)):
-            self._obs[i] = self._await(
+            o = self._await(
                 i,
                 lambda o, c=c, seq=seq: (
                     (o.chunk_seq >= seq and not o.chunk_active) or any(e.ref_seq == seq for e in c.errors)
@@ -238,6 +239,7 @@ class RealRobotEnv(BatchedEnv):
                 self.cfg.step_timeout_s + rows[i] / self.cfg.control_hz,
                 f"chunk {seq}",
             )
+            self._obs[i] = o
             errs = c.take_errors(ref_seq=seq)
             for e in errs:  # losing control is not a step result: the caller must know
                 if e.code == "latched" or (e.code == "fault" and "LATCHED" in e.message):
@@ -246,7 +248,6 @@ class RealRobotEnv(BatchedEnv):
                     raise CommandRefused(e.code, e.message)
             rejections.append([{"code": e.code, "message": e.message} for e in errs])
             aborted[i] = any(e.code in ABORT_CODES for e in errs)
-            o = self._obs[i]
             reports.append(dict(o.chunk_report) if o.chunk_seq == seq else {})
             trace = o.chunk_trace if o.chunk_seq == seq and o.chunk_trace is not None else None
             k = int(rows[i])
@@ -266,11 +267,20 @@ class RealRobotEnv(BatchedEnv):
             "rejections": rejections,
             "aborted": aborted,
             "chunk_report": reports,
-            "latency_ms": {"step": step_ms, "obs_age": np.array([_age_ms(o) for o in self._obs])},
+            "latency_ms": {"step": step_ms, "obs_age": np.array([_age_ms(o) for o in self._observations()])},
         }
         return out
 
     # ------------------------------------------------------------------ internals
+    def _last(self, i: int) -> Observation:
+        """The observation robot ``i`` last returned (set by ``reset`` before anything reads it)."""
+        o = self._obs[i]
+        assert o is not None  # reset() homed robot i first
+        return o
+
+    def _observations(self) -> list[Observation]:
+        return [self._last(i) for i in range(self.num_envs)]
+
     def _batch(self, q, tcp_pos, tcp_quat, width, envs) -> Batch:
         """A task batch of arm states (rows may repeat an env: one row per trace step)."""
         envs = list(envs)
@@ -291,7 +301,7 @@ class RealRobotEnv(BatchedEnv):
         )
 
     def _object_pose(self, i: int) -> np.ndarray:
-        pose = self._obs[i].objects.get("object")
+        pose = self._last(i).objects.get("object")
         if pose is None:
             raise LinkLost(
                 f"robot {i}: task {self.task.name} needs the pose of its object, and the observations "
@@ -347,7 +357,7 @@ class RealRobotEnv(BatchedEnv):
         c = self.clients[i]
         limits = SafetyLimits.from_yaml()
         step = float(np.min(limits.joint_step_limit(rate_hz)))
-        gap = float(np.max(np.abs(np.asarray(q) - self._obs[i].joint_pos[:7])))
+        gap = float(np.max(np.abs(np.asarray(q) - self._last(i).joint_pos[:7])))
         rows = int(np.ceil(gap / step)) + 3
         seq = c.send_chunk(
             np.tile(np.asarray(q, np.float64), (rows, 1)), "joint_position", rate_hz, obs=self._obs[i]

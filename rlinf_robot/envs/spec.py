@@ -88,7 +88,7 @@ class ObsSpec:
         return out
 
     def shapes(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        out = {"state": (self.state_shape, np.dtype(np.float32))}
+        out: dict[str, tuple[tuple[int, ...], np.dtype]] = {"state": (self.state_shape, np.dtype(np.float32))}
         for cam, hwc in self.images.items():
             out[f"images/{cam}"] = (hwc, np.dtype(np.uint8))
         return out
@@ -249,8 +249,8 @@ class BatchedEnv(abc.ABC):
                     ended_state[int(i)] = now[i].copy()
             active &= ~ended
         out.final_state = self._state_now().astype(np.float32, copy=True)
-        for i, s in ended_state.items():
-            out.final_state[i] = s
+        for env, s in ended_state.items():
+            out.final_state[env] = s
         return out
 
     def _advance(

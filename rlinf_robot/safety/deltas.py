@@ -188,6 +188,7 @@ class DeltaRule:
         goal_t[:, :3, 3] = p + dp
         goal_t[:, :3, :3] = rotvec_to_matrix(dr) @ t[:, :3, :3]
         q_new = q + model.dls_step(jac, np.concatenate([dp, dr], axis=1), _IK_DAMPING)
+        new_kin: tuple[np.ndarray, np.ndarray] | None  # None once dq is scaled: not its kinematics then
         new_kin = model.jacobian(q_new, self.tcp_offset)
         for _ in range(_NEWTON_STEPS):  # the row's pose exactly, not to first order only
             err = model.pose_error(goal_t, new_kin[1])

@@ -14,6 +14,7 @@ GRASP_HEIGHT = 0.06  # TCP height of a grasp: above the safety floor (0.05), pad
 
 
 def grasp_point(b: Batch) -> np.ndarray:
+    assert b.obj_pos is not None  # has_object: every batch carries the block's pose
     return np.concatenate([b.obj_pos[:, :2], np.maximum(b.obj_pos[:, 2:] + 0.02, GRASP_HEIGHT)], axis=1)
 
 
@@ -41,6 +42,7 @@ class Lift(Task):
         return np.concatenate([b.obj_pos, b.obj_quat, b.obj_pos - b.tcp_pos, b.goal - b.obj_pos], axis=1)
 
     def evaluate(self, b: Batch) -> tuple[np.ndarray, np.ndarray]:
+        assert b.obj_pos is not None  # has_object: every batch carries the block's pose
         held = grasped(b)
         reach = closeness(np.linalg.norm(grasp_point(b) - b.tcp_pos, axis=1))
         lift = closeness(np.maximum(b.goal[:, 2] - b.obj_pos[:, 2], 0.0))

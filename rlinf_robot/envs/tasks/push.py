@@ -15,6 +15,7 @@ SUCCESS_RADIUS = 0.03  # m, in the table plane
 
 def push_point(b: Batch) -> np.ndarray:
     """Where the TCP should be to push the block towards the goal: behind it, at pushing height."""
+    assert b.obj_pos is not None  # has_object: every batch carries the block's pose
     direction = b.goal[:, :2] - b.obj_pos[:, :2]
     direction /= np.maximum(np.linalg.norm(direction, axis=1, keepdims=True), 1e-6)
     xy = b.obj_pos[:, :2] - direction * (HALF[0] + 0.02)
@@ -43,6 +44,7 @@ class Push(Task):
         return np.concatenate([b.obj_pos, b.goal, b.obj_pos - b.tcp_pos, b.goal - b.obj_pos], axis=1)
 
     def evaluate(self, b: Batch) -> tuple[np.ndarray, np.ndarray]:
+        assert b.obj_pos is not None  # has_object: every batch carries the block's pose
         d_goal = np.linalg.norm(b.goal[:, :2] - b.obj_pos[:, :2], axis=1)
         d_tcp = np.linalg.norm(push_point(b) - b.tcp_pos, axis=1)
         reward = 0.3 * closeness(d_tcp) + 0.7 * closeness(d_goal)
