@@ -22,8 +22,8 @@ from torch import Tensor, nn
 
 from policies.adapters.hf_vla.action_tokens import ActionTokenizer
 from policies.adapters.hf_vla.config import CONFIG_NAME, HFVLAConfig, tiny_paligemma_config
-from policies.base import BasePolicy, PolicyOutput, image_tensors, state_tensor
-from policies.distributions import ChunkGaussian
+from policies.adapters.hf_vla.heads import HEAD_TYPES
+from policies.base import BasePolicy, PolicyOutput, image_tensors
 from policies.registry import register
 from policies.tokenizer import build_byte_tokenizer, byte_vocab_size
 from rlinf_robot.envs.spec import ActionSpec, ObsSpec
@@ -89,15 +89,10 @@ class HFVLAPolicy(BasePolicy):
         self.act_tok = ActionTokenizer(vc.n_bins, text_cfg.vocab_size - vc.n_bins)
         vis = backbone.config.vision_config
         self.image_size, self.image_tokens = vis.image_size, (vis.image_size // vis.patch_size) ** 2
-        H, A = vc.chunk_size, self.action_dim
-        if vc.head == "continuous":
-            self.action_queries = nn.Parameter(torch.randn(H, d) * 0.02)
-            self.action_head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, A))
-            nn.init.zeros_(self.action_head[-1].weight)
-            nn.init.zeros_(self.action_head[-1].bias)
-            self.log_std = nn.Parameter(torch.full((H, A), float(vc.init_log_std)))
-            self.state_proj = nn.Linear(vc.state_dim, d) if vc.use_state and vc.state_dim else None
         self.value_head = nn.Linear(d, 1)
+        self.state_proj: nn.Module | None = None
+        self.head = HEAD_TYPES[vc.head]()  # policies/adapters/hf_vla/heads.py
+        self.head.build(self, d)
         self._prompt_cache: dict[str, list[int]] = {}
 
     # ----------------------------------------------------------- save / load
@@ -146,7 +141,7 @@ class HFVLAPolicy(BasePolicy):
 
     # ---------------------------------------------------------------- inputs
     def raw_from_normalized(self, actions: Tensor) -> Tensor:
-        return self.act_tok.to_bins(actions).float() if self.vcfg.head == "tokens" else actions
+        return self.head.raw_from_normalized(self, actions)
 
     def _prompt_ids(self, instruction: str) -> list[int]:
         if instruction not in self._prompt_cache:
@@ -182,9 +177,10 @@ class HFVLAPolicy(BasePolicy):
             text[i, : len(x)] = torch.as_tensor(x, device=device)
             mask[i, img.shape[1] : img.shape[1] + len(x)] = 1
         parts = [img, bb.get_input_embeddings()(text)]
-        if vc.head == "continuous" and self.state_proj is not None:
-            parts.append(self.state_proj(state_tensor(obs, device)).to(dtype).unsqueeze(1))
-            mask = torch.cat([mask, torch.ones(N, 1, dtype=mask.dtype, device=device)], 1)
+        extra = self.head.prefix_extra(self, obs, dtype)
+        if extra is not None:
+            parts.append(extra)
+            mask = torch.cat([mask, torch.ones(N, extra.shape[1], dtype=mask.dtype, device=device)], 1)
         return torch.cat(parts, 1), mask
 
     def _run(self, emb: Tensor, mask: Tensor, token_type: Tensor, cache=None, offset: int = 0) -> Tensor:
@@ -204,89 +200,14 @@ class HFVLAPolicy(BasePolicy):
         pooled = (h * m).sum(1) / m.sum(1).clamp_min(1.0)
         return self.value_head(pooled.float()).sum(-1)
 
-    # ---------------------------------------------------------- continuous head
-    def _continuous(self, obs: dict) -> tuple[ChunkGaussian, Tensor]:
-        emb, mask = self._prefix(obs)
-        N, H = emb.shape[0], self.chunk_size
-        queries = self.action_queries.to(emb.dtype).unsqueeze(0).expand(N, -1, -1)
-        emb = torch.cat([emb, queries], 1)
-        mask = torch.cat([mask, torch.ones(N, H, dtype=mask.dtype, device=mask.device)], 1)
-        h = self._run(emb, mask, torch.zeros_like(mask))
-        mean = self.action_head(h[:, -H:].float())
-        return ChunkGaussian(mean, self.log_std), self._value(h[:, :-H], mask)
-
-    # -------------------------------------------------------------- token head
-    def _token_logits(self, h: Tensor) -> Tensor:
-        return self.act_tok.restrict(self.backbone.lm_head(h)).float()
-
-    @torch.no_grad()
-    def _decode(self, obs: dict, deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
-        """Autoregressive decoding of H*A bins with a KV cache -> (bins [N,H,A], log-prob [N], value [N])."""
-        from transformers import DynamicCache
-
-        emb, mask = self._prefix(obs)
-        N, P = emb.shape[:2]
-        cache = DynamicCache(config=self.backbone.config.get_text_config())
-        h = self._run(emb, mask, torch.zeros_like(mask), cache)
-        value = self._value(h, mask)
-        embed = self.backbone.get_input_embeddings()
-        bins, logp = [], torch.zeros(N, device=emb.device)
-        last = h[:, -1]
-        for k in range(self.chunk_size * self.action_dim):
-            logits = F.log_softmax(self._token_logits(last), -1)
-            b = logits.argmax(-1) if deterministic else torch.multinomial(logits.exp(), 1).squeeze(-1)
-            logp += logits.gather(-1, b[:, None]).squeeze(-1)
-            bins.append(b)
-            mask = torch.cat([mask, torch.ones(N, 1, dtype=mask.dtype, device=mask.device)], 1)
-            tok = embed(self.act_tok.to_tokens(b)[:, None])
-            last = self._run(tok, mask, torch.ones(N, 1, dtype=torch.long, device=mask.device), cache, P + k)[
-                :, -1
-            ]
-        return torch.stack(bins, 1).view(N, self.chunk_size, self.action_dim), logp, value
-
-    def _teacher_forced(self, obs: dict, bins: Tensor) -> dict[str, Tensor]:
-        emb, mask = self._prefix(obs)
-        N, P = emb.shape[:2]
-        K = self.chunk_size * self.action_dim
-        tokens = self.act_tok.to_tokens(bins.reshape(N, K))
-        emb = torch.cat([emb, self.backbone.get_input_embeddings()(tokens)], 1)
-        full_mask = torch.cat([mask, torch.ones(N, K, dtype=mask.dtype, device=mask.device)], 1)
-        tt = torch.cat([torch.zeros_like(mask), torch.ones(N, K, dtype=mask.dtype, device=mask.device)], 1)
-        h = self._run(emb, full_mask, tt)
-        logits = F.log_softmax(self._token_logits(h[:, P - 1 : P - 1 + K]), -1)  # [N, K, n_bins]
-        probs = logits.exp()
-        return {
-            "log_prob": logits.gather(-1, bins.reshape(N, K, 1).long()).squeeze(-1).sum(-1),
-            "entropy": -(probs * logits).sum(-1).sum(-1),
-            "mean": (probs @ self.act_tok.centers(probs.device)).view(N, self.chunk_size, self.action_dim),
-            "value": self._value(h[:, :P], mask),
-        }
-
     # ---------------------------------------------------------------- policy
     def forward(self, batch: dict) -> dict[str, Tensor]:
-        obs, raw = batch["obs"], batch.get("raw_actions")
-        if self.vcfg.head == "tokens":
-            if raw is None:
-                raise ValueError("the tokens head trains teacher-forced: pass raw_actions (bins)")
-            return self._teacher_forced(obs, raw)
-        dist, value = self._continuous(obs)
-        out = {"mean": dist.mean, "entropy": dist.entropy(), "value": value}
-        if raw is not None:
-            out["log_prob"] = dist.log_prob(raw)
-        return out
+        return self.head.forward(self, batch["obs"], batch.get("raw_actions"))
 
     @torch.no_grad()
     def value(self, obs: dict) -> Tensor:
-        if self.vcfg.head == "tokens":
-            emb, mask = self._prefix(obs)
-            return self._value(self._run(emb, mask, torch.zeros_like(mask)), mask)
-        return self._continuous(obs)[1]
+        return self.head.value(self, obs)
 
     @torch.no_grad()
     def predict_action_batch(self, obs: dict, deterministic: bool = False) -> PolicyOutput:
-        if self.vcfg.head == "tokens":
-            bins, logp, value = self._decode(obs, deterministic)
-            return PolicyOutput(self.to_env_actions(self.act_tok.from_bins(bins)), bins.float(), logp, value)
-        dist, value = self._continuous(obs)
-        raw, logp = dist.sample(deterministic)
-        return PolicyOutput(self.to_env_actions(raw), raw, logp, value)
+        return self.head.act(self, obs, deterministic)
