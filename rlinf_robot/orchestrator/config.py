@@ -134,6 +134,19 @@ class TrainConfig:
     def sim_env(self) -> str:
         return self.sim.env or f"mujoco/{self.task.name}"
 
+    def sim_make_kwargs(self) -> dict[str, Any]:
+        """``sim.make`` options of this job's sim envs (the task's action mode, rate and episode
+        rule on top of ``sim.kwargs``): the training sim and the replay's sim twin alike."""
+        out = {
+            **dict(self.sim.kwargs),
+            "action_mode": self.task.action_mode,
+            "control_hz": self.task.control_hz,
+            "terminate_on_success": self.task.terminate_on_success,
+        }
+        if self.task.options:
+            out["task_options"] = dict(self.task.options)
+        return out
+
     def check(self) -> TrainConfig:
         """Values the schema's types cannot express; raises one ``ConfigError`` naming the key."""
         bad = []

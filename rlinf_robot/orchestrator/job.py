@@ -246,14 +246,7 @@ class TrainJob:
         }
         specs = None
         if cfg.uses_sim:
-            sim_kwargs = {
-                **dict(cfg.sim.kwargs),
-                "action_mode": cfg.task.action_mode,
-                "control_hz": cfg.task.control_hz,
-                "terminate_on_success": cfg.task.terminate_on_success,
-            }
-            if cfg.task.options:
-                sim_kwargs["task_options"] = dict(cfg.task.options)
+            sim_kwargs = cfg.sim_make_kwargs()
             env = self.scheduler.launch(
                 "env",
                 SimEnvWorker,

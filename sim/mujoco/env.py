@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from rlinf_robot.envs.actions import safe_action_spec
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec
-from rlinf_robot.envs.tasks import READY_Q, Batch, Task
+from rlinf_robot.envs.tasks import READY_Q, Batch, Layout, Task
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH
 from rlinf_robot.rotations import DOWN
@@ -140,6 +141,22 @@ class MujocoFR3Env(BatchedEnv):
         self._draw_noise()
         self._batch = self._gather()
 
+    def reset_to(self, layouts: Sequence[Layout]) -> Obs:
+        """Start an episode in every env at the given layouts (arm joints, gripper, goal, object)
+        instead of sampled ones: a recorded real episode replayed in the sim twin starts where the
+        arm started (``rlinf_robot.data.replay``). Randomization is drawn as in ``reset``."""
+        if len(layouts) != self.num_envs:
+            raise ValueError(f"reset_to needs {self.num_envs} layouts, got {len(layouts)}")
+        if not self._layout_rngs:
+            self._seed(self.cfg.seed if self.cfg.seed is not None else 0)
+        for i, layout in enumerate(layouts):
+            self._reset_env(i, layout)
+        self._draw_noise()
+        self._batch = self._gather()
+        self.steps = np.zeros(self.num_envs, np.int64)
+        self.episode_return = np.zeros(self.num_envs, np.float32)
+        return self._observe()
+
     def _reset_envs(self, idx: np.ndarray) -> None:
         for i in idx:
             self._reset_env(int(i))
@@ -210,9 +227,9 @@ class MujocoFR3Env(BatchedEnv):
         self._dr_rngs = [np.random.default_rng([seed, i, 1]) for i in range(n)]
         self._step_rng = np.random.default_rng([seed, n, 2])
 
-    def _reset_env(self, i: int) -> None:
+    def _reset_env(self, i: int, layout: Layout | None = None) -> None:
         mj, m, d = self._mj, self.models[i], self.datas[i]
-        layout = self.task.sample(self._layout_rngs[i])
+        layout = self.task.sample(self._layout_rngs[i]) if layout is None else layout
         if self.dr is not None:
             params = self.dr.sample(self._dr_rngs[i])
             dr_apply.apply(m, self.nominal, params)
