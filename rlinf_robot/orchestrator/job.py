@@ -41,6 +41,8 @@ from rlinf_robot.orchestrator.stats import Rate, wilson
 
 log = logging.getLogger(__name__)
 KEEP_CHECKPOINTS = 3
+#: Arm evaluations draw their goals from this seed (+ rank): never a training episode's goals.
+ARM_EVAL_SEED = 1_000_003
 
 
 @dataclass
@@ -746,7 +748,9 @@ class TrainJob:
         real.call("stop").wait(120)
         self._say(f"arm eval ({what}): {episodes} episodes, deterministic")
         per_rank = -(-episodes // len(real.actors))
-        results = [ep for eps in real.call("evaluate", per_rank, True).wait(3600) for ep in eps]
+        # held-out goals, the same for the baseline and the final policy (paired), never a training one
+        evaluated = real.call("evaluate", per_rank, True, 900.0, ARM_EVAL_SEED).wait(3600)
+        results = [ep for eps in evaluated for ep in eps]
         wins = sum(ep["meta"]["success"] for ep in results)
         rate = wilson(wins, len(results))
         self._say(f"arm eval ({what}): success {rate}")

@@ -171,17 +171,24 @@ class RealEnvWorker(Worker):
     def latency_samples(self) -> list[float]:
         return list(self.latency_ms)
 
-    def evaluate(self, episodes: int, deterministic: bool = True, timeout_s: float = 900.0) -> list[dict]:
-        """Run ``episodes`` episodes now (the background loop must be stopped) and return them."""
+    def evaluate(
+        self, episodes: int, deterministic: bool = True, timeout_s: float = 900.0, seed: int | None = None
+    ) -> list[dict]:
+        """Run ``episodes`` episodes now (the background loop must be stopped) and return them.
+
+        ``seed`` (+ this rank) draws the episodes' starts and goals: give a range training never
+        uses, or a fresh env's first goals are the first training episodes' again."""
         if self._thread is not None and self._thread.is_alive():
             raise RuntimeError("stop() the training episodes before evaluating on the arm")
         out: list[dict[str, Any]] = []
         self._kind = "eval"
         deadline = time.monotonic() + timeout_s
+        reseed = None if seed is None else int(seed) + self.rank
         while len(out) < episodes and time.monotonic() < deadline and not self._halt.is_set():
             try:
                 env = self._connect()
-                out.append(self._episode(env, deterministic))
+                out.append(self._episode(env, deterministic, seed=reseed))
+                reseed = None  # the episodes after the first go on from its generator
                 self._record(out[-1], "eval")
             except Exception as e:  # a lost link during eval: reconnect and go on
                 if type(e).__name__ not in _LINK_ERRORS:
@@ -257,9 +264,9 @@ class RealEnvWorker(Worker):
         logp = None if logp is None else logp.cpu().numpy()
         return actions, raw.cpu().numpy(), logp, value, version
 
-    def _episode(self, env, deterministic: bool) -> dict[str, Any]:
+    def _episode(self, env, deterministic: bool, seed: int | None = None) -> dict[str, Any]:
         self.state = "resetting"
-        obs = env.reset()
+        obs = env.reset(seed=seed)
         self._take_newest_weights()
         self.state = "running"
         rec = _EpisodeRecord(self.source, obs, env)

@@ -33,6 +33,7 @@ class ScriptedArm:
         self.states: list[list[np.ndarray]] = []
         self.images: list[list[np.ndarray]] = []
         self.rewards: list[list[float]] = []
+        self.seeds: list[int | None] = []  # what each reset was seeded with
 
     def _obs(self):
         state = self.rng.normal(size=(1, self.obs_spec.state_shape[0])).astype(np.float32)
@@ -41,7 +42,8 @@ class ScriptedArm:
         self.images[-1].append(img[0])
         return {"state": state, "images": {"wrist": img}, "instruction": ["move the gripper to the red ball"]}
 
-    def reset(self):
+    def reset(self, seed=None):  # the env contract: reset(seed=None)
+        self.seeds.append(seed)
         self.episode = (self.episode + 1) % len(self.lengths)
         self.t = 0
         for log in (self.sent, self.states, self.images, self.rewards):
@@ -152,3 +154,15 @@ def test_recording_off_writes_nothing(tmp_path):
     worker._connect = lambda: arm
     assert len(worker.evaluate(1)) == 1
     assert worker.stats()["recorded"] == 0 and not (tmp_path / "datasets").exists()
+
+
+def test_an_evaluation_draws_its_goals_from_the_seed_it_is_given():
+    """The job passes a held-out seed: the first evaluation episode reseeds the env's goal draw
+    with it (+ rank), the others go on from there; without one the training sequence goes on."""
+    arm = ScriptedArm(lengths=[2])
+    worker = RealEnvWorker("tcp://127.0.0.1:1", env=ENV, policy="mlp", policy_kwargs={}, source="real:arm0")
+    worker._connect = lambda: arm
+    assert len(worker.evaluate(3, seed=1_000_003)) == 3
+    assert arm.seeds == [1_000_003 + worker.rank, None, None]
+    worker.evaluate(1)
+    assert arm.seeds[-1] is None
