@@ -93,7 +93,7 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
         )
         self._last_sent: np.ndarray | None = None
         self._braking = False  # the last motion sent is a brake (see Holding._keep_braking)
-        self._motion_running = False  # franky ran a motion at this tick's poll (see GoalTracking)
+        self._motion_running = False  # franky ran a motion at the last poll (home's timeout says so)
         self._last_read_t: float | None = None
         self._last_connect_try = -math.inf
         self._last_recovery_try = -math.inf

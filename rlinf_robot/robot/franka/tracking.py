@@ -21,7 +21,6 @@ from rlinf_robot.safety import Rejection
 #: Filter adjustments after which the target is an intermediate step, not the goal itself.
 _SCALED = frozenset({"scaled_step", "scaled_rotation", "clamped_workspace"})
 _MOVED = 1e-7  # rad: a target closer than this to the last one sent is not re-sent
-_SHORT = 1e-6  # rad: a finished motion whose commanded position is this far from its target ended short
 
 
 class GoalTracking:
@@ -62,16 +61,6 @@ class GoalTracking:
         with self._motion_lock:
             if self.faults.state is not ArmState.ACTIVE:
                 return
-            if (
-                self._last_sent is not None
-                and not self._motion_running
-                and np.max(np.abs(reading.q_d - self._last_sent)) > _SHORT
-            ):
-                # No motion runs, yet the commanded position is not where the last one went: it ended
-                # short (aborted under the controller without a reflex we saw). Send it again rather
-                # than wait for a target that nothing drives to.
-                self.counters["motions_restarted"] += 1
-                self._last_sent = None
             if self._last_sent is None or np.max(np.abs(target - self._last_sent)) > _MOVED:
                 if self._franky_call(lambda: self.link.move_joints(target)) is not None:
                     return
