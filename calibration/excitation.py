@@ -22,14 +22,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from calibration.replay import Recording
 from rlinf_robot.errors import ConfigError, SafetyViolation
 from rlinf_robot.robot.franka.model import tcp_position
-from rlinf_robot.robot.sched import keep_scheduling
 from rlinf_robot.safety import SafetyLimits
+
+if TYPE_CHECKING:
+    from rlinf_robot.robot.franka.link import FrankyLink
 
 log = logging.getLogger(__name__)
 
@@ -175,82 +178,43 @@ def record_excitation(
     plan: ExcitationPlan,
     host: str = "127.0.0.1",
     move_dynamics_factor: float = 0.2,
-    robot=None,
+    link: FrankyLink | None = None,
     limits: SafetyLimits | None = None,
 ) -> Recording:
-    """Move to the plan's start, run it as franky joint-velocity waypoints, record every cycle.
+    """Move to the plan's start, run it as joint-velocity waypoints, record every cycle.
 
     The recording keeps, per 1 kHz controller cycle, the measured ``q``/``dq`` and the velocity
-    command the arm reports holding (``dq_d``). ``robot`` may be an already connected
-    ``franky.Robot``; otherwise one is connected to ``host``. A ``MotionGuard`` checks the states
+    command the arm reports holding (``dq_d``). ``link`` may be an already connected
+    ``FrankyLink`` (left open); otherwise one is connected to ``host`` (and closed). A ``MotionGuard`` checks the states
     as they arrive and stops the arm (``SafetyViolation``) if one leaves the limits.
     """
-    try:
-        import franky
-    except ImportError as exc:  # pragma: no cover - franky is part of the robot extra
-        from rlinf_robot.errors import MissingDependency
+    from rlinf_robot.robot.franka.link import FrankyLink
 
-        raise MissingDependency("franky-control", extra="robot") from exc
-    if robot is None:
-        with keep_scheduling():  # libfranka makes the connecting thread SCHED_FIFO 99 otherwise
-            robot = franky.Robot(host, realtime_config=franky.RealtimeConfig.Ignore)
-    robot.recover_from_errors()
-    robot.relative_dynamics_factor = 1.0
-    robot.move(
-        franky.JointMotion([float(x) for x in plan.start], relative_dynamics_factor=move_dynamics_factor)
-    )
-    rows: list[tuple] = []
-
-    def on_cycle(state, _step, _rel, abs_time, _signal):
-        rows.append((abs_time, np.array(state.q), np.array(state.dq), np.array(state.dq_d)))
-
-    dt_ms = int(round(plan.waypoint_dt * 1000))
-    waypoints = [
-        franky.JointVelocityWaypoint([float(x) for x in v], minimum_time=franky.Duration(dt_ms))
-        for v in plan.waypoint_velocity
-    ]
-    motion = franky.JointVelocityWaypointMotion(waypoints)
-    motion.register_callback(on_cycle)
+    own = link is None
+    if link is None:
+        link = FrankyLink(host)
+        link.connect()
     guard = MotionGuard(limits or SafetyLimits.from_yaml())
     t0 = time.perf_counter()
-    deadline = time.monotonic() + plan.t[-1] + 10.0
-    stop_reason = None
-    checked = 0
-    robot.move(motion, asynchronous=True)
-    while True:
-        try:
-            if robot.join_motion(timeout=0.005):
-                break
-        except Exception:
-            if stop_reason is None:
-                raise
-            break
-        reason, n = None, len(rows)
-        for row in rows[checked:n]:
-            reason = reason or guard.check(row[1])
-        checked = n
-        if reason is None and time.monotonic() > deadline:
-            reason = "excitation did not finish in time"
-        if reason is not None and stop_reason is None:
-            stop_reason = reason
-            robot.stop()
+    rows, stop_reason = link.run_velocity_profile(
+        plan.start,
+        plan.waypoint_velocity,
+        plan.waypoint_dt,
+        guard.check,
+        move_dynamics_factor=move_dynamics_factor,
+        timeout_s=10.0,
+    )
+    if own:
+        link.close()
     if stop_reason is not None:
         raise SafetyViolation(f"excitation stopped: {stop_reason}")
     log.info("excitation: %d cycles in %.2f s", len(rows), time.perf_counter() - t0)
     if len(rows) < 10:
         raise RuntimeError(f"excitation recorded only {len(rows)} cycles")
-    t = np.array([_seconds(r[0]) for r in rows])
+    t = np.array([r[0] for r in rows])
     return Recording(
         t=t - t[0],
         q=np.array([r[1] for r in rows]),
         dq=np.array([r[2] for r in rows]),
         dq_cmd=np.array([r[3] for r in rows]),
     )
-
-
-def _seconds(d) -> float:
-    for attr in ("to_sec", "seconds"):
-        if hasattr(d, attr):
-            v = getattr(d, attr)
-            return float(v() if callable(v) else v)
-    return float(d)

@@ -1,8 +1,9 @@
 """What the bridge server needs from "the arm": a small interface, so the server stands alone.
 
-``ArmBackend`` is implemented by the ROS wrapper (``bridge_node``: topics and services of
-``franka_node``), by ``FrankyBackend`` (franky straight to libfranka / franka-sim) and by
-``KinematicArm`` (an in-memory arm for tests and benchmarks of the bridge itself).
+``ArmBackend`` is implemented by ``StreamBackend``, which ``bridge_node`` feeds from the topics of
+``franka_node`` and ``DirectBackend`` feeds from the same arm driver (``FrankaArm``) in-process
+without ROS, and by ``KinematicArm`` (an in-memory arm for tests and benchmarks of the bridge
+itself).
 
 The server calls ``state``/``observe``/``apply``/``hold``/``stop`` from its I/O thread (they must
 return quickly) and ``run_command`` from a worker thread (it may block while the arm homes).

@@ -8,30 +8,13 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.protocol import DEFAULT_MAX_BYTES
-
-
-def _check_range(source: str, key: str, value: float, lo: float, hi: float, lo_open: bool = True) -> None:
-    ok = (value > lo if lo_open else value >= lo) and value <= hi
-    if not ok:
-        bracket = "(" if lo_open else "["
-        raise ConfigError(f"{source}: {key} must be in {bracket}{lo}, {hi}], got {value!r}")
-
-
-def _from_dict(cls, raw: dict[str, Any], source: str):
-    known = {f.name for f in fields(cls)}
-    unknown = set(raw) - known
-    if unknown:
-        raise ConfigError(f"{source}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
-    try:
-        return cls(**raw)
-    except TypeError as e:  # wrong types surface here as well
-        raise ConfigError(f"{source}: {e}") from None
+from rlinf_robot.settings import build, check, flag, integer, number, text
 
 
 def endpoint_host(endpoint: str) -> str:
@@ -100,36 +83,28 @@ class ServerConfig:
     """
 
     endpoint: str = "tcp://127.0.0.1:5555"
-    deadman_ms: float = 100.0
-    lease_timeout_ms: float = 1000.0
-    obs_rate_hz: float = 30.0
-    max_obs_age_ms: float = 1000.0
-    max_message_bytes: int = DEFAULT_MAX_BYTES
-    send_hwm: int = 64
-    peer_timeout_s: float = 10.0
-    obs_history: int = 512
+    deadman_ms: float = number(100.0, 0.0, 10_000.0, lo_open=True)
+    lease_timeout_ms: float = number(1000.0, 0.0, 600_000.0, lo_open=True)
+    obs_rate_hz: float = number(30.0, 0.0, 2000.0, lo_open=True)
+    max_obs_age_ms: float = number(1000.0, 0.0, 600_000.0, lo_open=True)
+    max_message_bytes: int = integer(DEFAULT_MAX_BYTES, 65_536, 2**31 - 1)
+    send_hwm: int = integer(64, 1, 100_000)
+    peer_timeout_s: float = number(10.0, 0.0, 3600.0, lo_open=True)
+    obs_history: int = integer(512, 8, 1_000_000)
     curve: CurveServerKeys | None = None
-    allow_insecure: bool = False
-    name: str = "robot"
-    io_thread_nice: int = -10  # the I/O thread's nice value when permitted (0: leave it)
+    allow_insecure: bool = flag(False)
+    name: str = text("robot")
+    io_thread_nice: int = integer(-10, -20, 19)  # the I/O thread's nice value when permitted (0: leave it)
 
     def __post_init__(self):
         src = "bridge server config"
         if not isinstance(self.endpoint, str) or "://" not in self.endpoint:
             raise ConfigError(f"{src}: endpoint must look like tcp://HOST:PORT, got {self.endpoint!r}")
-        _check_range(src, "deadman_ms", self.deadman_ms, 0.0, 10_000.0)
-        _check_range(src, "lease_timeout_ms", self.lease_timeout_ms, 0.0, 600_000.0)
+        check(self, src)
         if self.lease_timeout_ms < self.deadman_ms:
             raise ConfigError(
                 f"{src}: lease_timeout_ms ({self.lease_timeout_ms}) must be >= deadman_ms ({self.deadman_ms})"
             )
-        _check_range(src, "obs_rate_hz", self.obs_rate_hz, 0.0, 2000.0)
-        _check_range(src, "max_obs_age_ms", self.max_obs_age_ms, 0.0, 600_000.0)
-        _check_range(src, "max_message_bytes", self.max_message_bytes, 65_536, 2**31 - 1, lo_open=False)
-        _check_range(src, "send_hwm", self.send_hwm, 1, 100_000, lo_open=False)
-        _check_range(src, "peer_timeout_s", self.peer_timeout_s, 0.0, 3600.0)
-        _check_range(src, "obs_history", self.obs_history, 8, 1_000_000, lo_open=False)
-        _check_range(src, "io_thread_nice", self.io_thread_nice, -20, 19, lo_open=False)
         if isinstance(self.curve, dict):
             object.__setattr__(self, "curve", CurveServerKeys(**self.curve))
         if self.curve is None and not self.allow_insecure and not is_loopback(self.endpoint):
@@ -141,7 +116,7 @@ class ServerConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "bridge server config") -> ServerConfig:
-        return _from_dict(cls, dict(raw), source)
+        return build(cls, raw, source)
 
 
 @dataclass(frozen=True)
@@ -155,27 +130,29 @@ class ClientConfig:
     """
 
     endpoint: str = "tcp://127.0.0.1:5555"
-    client_id: str = ""
-    heartbeat_ms: float = 20.0
-    link_timeout_ms: float = 500.0
-    request_timeout_s: float = 5.0
-    connect_timeout_s: float = 10.0
-    reconnect_ms: int = 100
-    reconnect_max_ms: int = 5000
-    max_message_bytes: int = DEFAULT_MAX_BYTES
+    client_id: str = text("")
+    heartbeat_ms: float = number(20.0, 0.0, 10_000.0, lo_open=True)
+    link_timeout_ms: float = number(500.0, 0.0, 600_000.0, lo_open=True)
+    request_timeout_s: float = number(5.0, 0.0, 3600.0, lo_open=True)
+    connect_timeout_s: float = number(10.0, 0.0, 3600.0, lo_open=True)
+    reconnect_ms: int = integer(100, 1, 600_000)
+    reconnect_max_ms: int = integer(5000, 1, 3_600_000)
+    max_message_bytes: int = integer(DEFAULT_MAX_BYTES, 65_536, 2**31 - 1)
     curve: CurveClientKeys | None = None
 
     def __post_init__(self):
         src = "bridge client config"
         if not isinstance(self.endpoint, str) or "://" not in self.endpoint:
             raise ConfigError(f"{src}: endpoint must look like tcp://HOST:PORT, got {self.endpoint!r}")
-        _check_range(src, "heartbeat_ms", self.heartbeat_ms, 0.0, 10_000.0)
-        _check_range(src, "link_timeout_ms", self.link_timeout_ms, self.heartbeat_ms, 600_000.0)
-        _check_range(src, "request_timeout_s", self.request_timeout_s, 0.0, 3600.0)
-        _check_range(src, "connect_timeout_s", self.connect_timeout_s, 0.0, 3600.0)
-        _check_range(src, "reconnect_ms", self.reconnect_ms, 0, 600_000)
-        _check_range(src, "reconnect_max_ms", self.reconnect_max_ms, self.reconnect_ms - 1, 3_600_000)
-        _check_range(src, "max_message_bytes", self.max_message_bytes, 65_536, 2**31 - 1, lo_open=False)
+        check(self, src)
+        if self.link_timeout_ms <= self.heartbeat_ms:
+            raise ConfigError(
+                f"{src}: link_timeout_ms ({self.link_timeout_ms}) must be > heartbeat_ms ({self.heartbeat_ms})"
+            )
+        if self.reconnect_max_ms < self.reconnect_ms:
+            raise ConfigError(
+                f"{src}: reconnect_max_ms ({self.reconnect_max_ms}) must be >= reconnect_ms ({self.reconnect_ms})"
+            )
         if "#" in self.client_id or len(self.client_id) > 200:
             raise ConfigError(f"{src}: client_id must be at most 200 characters without '#'")
         if isinstance(self.curve, dict):
@@ -183,4 +160,4 @@ class ClientConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "bridge client config") -> ClientConfig:
-        return _from_dict(cls, dict(raw), source)
+        return build(cls, raw, source)

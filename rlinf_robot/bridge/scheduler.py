@@ -174,5 +174,9 @@ class ChunkScheduler:
 
     def cancel(self) -> Plan | None:
         """Drop everything (deadman, stop, lease loss). Returns the plan that was executing."""
-        plan, self.current, self.pending = self.current, None, None
+        plan, pending = self.current, self.pending
+        for cut in (plan, pending):
+            if cut is not None:  # its report says it was cut short, not only how far it got
+                cut.report["cut"] = 1
+        self.current, self.pending = None, None
         return plan

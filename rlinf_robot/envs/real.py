@@ -19,6 +19,7 @@ silently reused: the env waits for a fresh observation, then raises.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -36,7 +37,10 @@ from rlinf_robot.protocol import Observation
 from rlinf_robot.rotations import canonical
 from rlinf_robot.safety import SafetyLimits
 
+log = logging.getLogger(__name__)
+
 HOME_ATTEMPTS = 3
+MOVE_ATTEMPTS = 4
 #: Refusal codes that end an episode as aborted: the arm did not execute the policy's rows.
 ABORT_CODES = frozenset({"fault", "no_state", "busy"})
 
@@ -60,6 +64,14 @@ class RealEnvConfig:
     #: episode starts on the arm as it does in sim. Set the robot's ``home_q`` to the task's start
     #: pose (``rlinf_robot.envs.tasks.READY_Q``) and this is a move of a few mrad.
     start_from_task: bool = True
+    #: With ``start_from_task``: home (the robot's ``home`` command) on the first reset and every
+    #: ``home_every``-th after it; the resets between move straight from where the last episode
+    #: ended to the next start pose, one motion instead of two (the arm never leaves the task's
+    #: workspace in between, and every row passes the safety filter as a policy's would).
+    home_every: int = 10
+    #: A reset counts as done when the arm settled within this of the start pose (rad, every joint);
+    #: a settled arm short of it gets the move once more, then the reset fails, naming the joint.
+    start_tolerance: float = 0.02
     seed: int | None = None
 
     def __post_init__(self):
@@ -68,7 +80,9 @@ class RealEnvConfig:
             raise ConfigError(f"{src}: control_hz must be in (0, 1000], got {self.control_hz}")
         if self.max_episode_steps is not None and self.max_episode_steps < 1:
             raise ConfigError(f"{src}: max_episode_steps must be >= 1, got {self.max_episode_steps}")
-        for key in ("step_timeout_s", "reset_timeout_s", "settle_joint_vel"):
+        if self.home_every < 1:
+            raise ConfigError(f"{src}: home_every must be >= 1, got {self.home_every}")
+        for key in ("step_timeout_s", "reset_timeout_s", "settle_joint_vel", "start_tolerance"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"{src}: {key} must be positive, got {getattr(self, key)}")
         object.__setattr__(self, "cameras", {k: tuple(v) for k, v in self.cameras.items()})
@@ -136,6 +150,9 @@ class RealRobotEnv(BatchedEnv):
         self._obs: list[Observation | None] = [None] * n
         self.goals = np.zeros((n, 3))
         self.obj_start = np.zeros((n, 3))
+        self.resets = np.zeros(n, np.int64)  # per robot, for home_every
+        #: per robot, where its last reset's time went: home_s, move_s (to the start pose, settled), moves
+        self.last_reset: list[dict[str, float]] = [{} for _ in range(n)]
         for c in self.clients:
             c.subscribe()
             c.acquire_lease()
@@ -327,6 +344,25 @@ class RealRobotEnv(BatchedEnv):
             raise
 
     def _reset_one(self, i: int) -> None:
+        """Home (or, between homings, move straight to the start pose), then the task's layout."""
+        home = not self.cfg.start_from_task or self.resets[i] % self.cfg.home_every == 0
+        self.resets[i] += 1
+        t0 = time.monotonic()
+        self.last_reset[i] = {"home_s": 0.0, "move_s": 0.0, "moves": 0}
+        if home:
+            self._home(i)
+            self.last_reset[i]["home_s"] = time.monotonic() - t0
+        else:
+            self.clients[i].wait_link(self.cfg.step_timeout_s)
+            self._wait_recovered(i)
+        layout = self.task.sample(self._rng)
+        if self.cfg.start_from_task:
+            self._move_to(i, layout.arm_q)
+        self.goals[i] = layout.goal
+        if self.task.has_object:
+            self.obj_start[i] = self._object_pose(i)[:3]
+
+    def _home(self, i: int) -> None:
         c = self.clients[i]
         for attempt in range(HOME_ATTEMPTS):
             c.wait_link(self.cfg.step_timeout_s)
@@ -343,36 +379,52 @@ class RealRobotEnv(BatchedEnv):
         self._obs[i] = self._await(
             i, Settled(self.cfg.settle_joint_vel), self.cfg.reset_timeout_s, "the arm to settle"
         )
-        layout = self.task.sample(self._rng)
-        if self.cfg.start_from_task:
-            self._move_to(i, layout.arm_q)
-        self.goals[i] = layout.goal
-        if self.task.has_object:
-            self.obj_start[i] = self._object_pose(i)[:3]
 
-    def _move_to(self, i: int, q: np.ndarray, rate_hz: float = 10.0) -> None:
-        """Absolute joint targets until the arm settles at ``q``: each row passes the robot's
-        safety filter against where the arm is, which scales it to one tick's step (rows enough
-        to cover the distance at that step, then settle)."""
+    def _move_to(self, i: int, q: np.ndarray, rate_hz: float = 20.0) -> None:
+        """Absolute joint targets until the arm is at ``q`` and still. The safety filter clamps each
+        row to one tick's step from where the arm *is*, so an arm slower than that step (a low
+        ``relative_dynamics_factor``, a heavy payload) needs more rows than the distance suggests:
+        the chunk carries four times that plus two seconds of rows (with twice that plus one second,
+        two of three resets of a hybrid run needed a second move), and the move is done as soon as
+        the arm is within ``start_tolerance`` of ``q`` and settled (the rest of the chunk holds ``q`` until
+        the episode's first chunk replaces it). An arm the chunk did not bring there gets the move
+        again from where it stopped (up to ``MOVE_ATTEMPTS``), then the reset fails, naming the
+        joint, rather than start an episode elsewhere."""
+        q = np.asarray(q, np.float64)
         c = self.clients[i]
-        limits = SafetyLimits.from_yaml()
-        step = float(np.min(limits.joint_step_limit(rate_hz)))
-        gap = float(np.max(np.abs(np.asarray(q) - self._last(i).joint_pos[:7])))
-        rows = int(np.ceil(gap / step)) + 3
-        seq = c.send_chunk(
-            np.tile(np.asarray(q, np.float64), (rows, 1)), "joint_position", rate_hz, obs=self._obs[i]
-        )
-        self._await(
-            i,
-            lambda o: o.chunk_seq >= seq and not o.chunk_active,
-            self.cfg.reset_timeout_s,
-            "the move to the start pose",
-        )
-        errs = c.take_errors(ref_seq=seq)
-        if errs:
-            raise CommandRefused(errs[0].code, f"moving to the task's start pose: {errs[0].message}")
-        self._obs[i] = self._await(
-            i, Settled(self.cfg.settle_joint_vel), self.cfg.reset_timeout_s, "the arm to settle at the start"
+        step = float(np.min(SafetyLimits.from_yaml().joint_step_limit(rate_hz)))
+        stats = self.last_reset[i]
+        t0 = time.monotonic()
+        for _ in range(MOVE_ATTEMPTS):
+            gap = float(np.max(np.abs(q - self._last(i).joint_pos[:7])))
+            rows = min(4 * int(np.ceil(gap / step)) + 2 * int(rate_hz), 20 * int(rate_hz))
+            seq = c.send_chunk(np.tile(q, (rows, 1)), "joint_position", rate_hz, obs=self._obs[i])
+            settled = Settled(self.cfg.settle_joint_vel)
+
+            def there(o, seq=seq, settled=settled) -> bool:
+                near = float(np.max(np.abs(np.asarray(o.joint_pos[:7]) - q))) <= self.cfg.start_tolerance
+                ended = o.chunk_seq >= seq and not o.chunk_active
+                return (
+                    (near and settled(o)) or (ended and not near) or any(e.ref_seq == seq for e in c.errors)
+                )
+
+            o = self._await(i, there, self.cfg.reset_timeout_s, "the move to the start pose")
+            self._obs[i] = o
+            stats["moves"] = stats.get("moves", 0) + 1
+            errs = c.take_errors(ref_seq=seq)
+            if errs:
+                raise CommandRefused(errs[0].code, f"moving to the task's start pose: {errs[0].message}")
+            off = np.abs(np.asarray(o.joint_pos[:7]) - q)
+            if float(off.max()) <= self.cfg.start_tolerance:
+                stats["move_s"] = stats.get("move_s", 0.0) + time.monotonic() - t0
+                return
+            log.debug(
+                "robot %d stopped %.3f rad short of the start pose (joint %d)", i, off.max(), off.argmax() + 1
+            )
+        raise CommandRefused(
+            "failed",
+            f"robot {i}: {off.max():.3f} rad off the task's start pose on joint {int(off.argmax()) + 1} "
+            f"(tolerance {self.cfg.start_tolerance:g} rad) after {MOVE_ATTEMPTS} moves",
         )
 
     def _wait_recovered(self, i: int) -> None:

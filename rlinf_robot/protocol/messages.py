@@ -88,7 +88,8 @@ class Observation(_Base, kw_only=True, tag="observation"):
     #: What the server did with chunk ``chunk_seq`` so far: rows, applied, skipped, and rows it had
     #: to change (scaled: larger than one tick allows; clamped: joint limit, workspace box or
     #: gripper range; lead_clamped: 1 when the arm lagged its last target by more than the
-    #: allowed lead, so the chunk started nearer the arm).
+    #: allowed lead, so the chunk started nearer the arm; cut: 1 when it was cancelled before its
+    #: last row - a deadman or other hold, a stop, a lease change or a home/reset/recover).
     chunk_report: dict[str, int] = {}
     #: Once chunk ``chunk_seq`` has ended: the arm one control period after each of its rows
     #: [rows, 15] (``TRACE_COLUMNS``), so a learner scores every row as a simulator does.

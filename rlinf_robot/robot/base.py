@@ -26,7 +26,7 @@ class Feature:
 class Robot(ABC):
     """An arm (or any actuated robot) behind a safety layer."""
 
-    #: Registry name, e.g. ``"franka"``.
+    #: Registry name, e.g. ``"franka"`` (``rlinf_robot.robot.registry``: ``make_robot(name, ...)``).
     name: str = "robot"
 
     @abstractmethod

@@ -63,9 +63,13 @@ class PeriodicLoop:
         """Run ``fn`` in the loop thread (directly if not running or already there); wait for it."""
         if not self.running or self.in_loop():
             return fn()
+        return self.submit(fn).result(timeout=timeout_s)  # raises concurrent.futures.TimeoutError
+
+    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future:
+        """Queue ``fn`` for the loop thread, between two ticks, without waiting for it."""
         fut: concurrent.futures.Future = concurrent.futures.Future()
         self._ops.put((fn, fut))
-        return fut.result(timeout=timeout_s)  # raises concurrent.futures.TimeoutError
+        return fut
 
     def _run(self) -> None:
         # Never inherit a policy from the thread that started us (see rlinf_robot.robot.sched).

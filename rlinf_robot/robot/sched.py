@@ -46,6 +46,8 @@ class keep_scheduling:
     the thread that connects is ours (a ROS callback, the control loop), not franky's.
     """
 
+    _policy: int | None = None
+
     def __enter__(self) -> keep_scheduling:
         try:
             self._policy, self._param = os.sched_getscheduler(0), os.sched_getparam(0)

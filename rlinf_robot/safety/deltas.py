@@ -17,10 +17,11 @@ was computed from:
   target within a tick, so there all three rules nearly coincide; on a lagging arm only this one
   keeps a chunk's displacement equal to its row sum.
 
-The anchor may lead the measured position by at most ``max_target_lead`` (rad, per joint; the
+The anchor may lead the measured position by at most ``max_target_lead`` (rad, on any joint; the
 limits YAML): an arm that is blocked or slower than its commands does not wind the target up.
 While the arm keeps within that lead a chunk moves it by exactly its row sum; beyond it, rows
-start from nearer the arm (and the bridge counts ``lead_clamped``).
+start from nearer the arm (and the bridge counts ``lead_clamped``), on the line from the arm to
+the last target: the lead is scaled as a whole, so a slow joint slows the motion without bending it.
 
 Each row is one step from the previous target, bounded the way the safety filter bounds a tick:
 ``joint_delta`` rows are scaled down as a whole to the per-tick joint step; ``ee_delta`` rows
@@ -103,8 +104,11 @@ class DeltaRule:
         measured = np.asarray(measured, np.float64)
         if last_target is None:
             return measured.copy()
-        lead = np.clip(np.asarray(last_target, np.float64) - measured, -self.max_lead, self.max_lead)
-        return measured + lead
+        lead = np.asarray(last_target, np.float64) - measured
+        # scaled as a whole, not clipped per joint: clipping only the lagging joints (a loaded
+        # shoulder) turns the rest of the path, and the arm heads somewhere the policy never asked
+        largest = np.max(np.abs(lead), axis=-1, keepdims=True)
+        return measured + lead * np.minimum(1.0, self.max_lead / np.maximum(largest, 1e-12))
 
     def lead_exceeded(self, last_target: np.ndarray | None, measured: np.ndarray) -> bool:
         """Whether ``anchor`` had to pull the last target back towards the arm."""

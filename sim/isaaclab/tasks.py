@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlinf_robot.settings import build
 from sim.registry import register
 
 INSTALL_HINT = (
@@ -53,7 +54,7 @@ def _factory(task: IsaacLabTask):
         from sim.isaaclab.config import IsaacLabConfig
         from sim.isaaclab.env import IsaacLabEnv
 
-        return IsaacLabEnv(task, num_envs, IsaacLabConfig.from_kwargs(**cfg))
+        return IsaacLabEnv(task, num_envs, build(IsaacLabConfig, cfg, "isaaclab env options"))
 
     make.__doc__ = f"Isaac Lab {task.ik_rel_id}: {task.instruction}"
     return make

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlinf_robot.settings import build
 from sim.registry import register
 
 
@@ -26,7 +27,7 @@ def _factory(task: ManiSkillTask):
         from sim.maniskill.config import ManiSkillConfig
         from sim.maniskill.env import ManiSkillEnv
 
-        return ManiSkillEnv(task, num_envs, ManiSkillConfig.from_kwargs(**cfg))
+        return ManiSkillEnv(task, num_envs, build(ManiSkillConfig, cfg, "maniskill env options"))
 
     make.__doc__ = f"ManiSkill3 {task.env_id}: {task.instruction}"
     return make

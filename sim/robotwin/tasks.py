@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlinf_robot.settings import build
 from sim.registry import register
 
 INSTALL_HINT = (
@@ -30,7 +31,7 @@ def _factory(task: RoboTwinTask):
         from sim.robotwin.config import RoboTwinConfig
         from sim.robotwin.env import RoboTwinEnv
 
-        return RoboTwinEnv(task, num_envs, RoboTwinConfig.from_kwargs(**cfg))
+        return RoboTwinEnv(task, num_envs, build(RoboTwinConfig, cfg, "robotwin env options"))
 
     make.__doc__ = f"RoboTwin 2.0 {task.task_name} (one Franka arm driven)"
     return make

@@ -24,7 +24,7 @@ def test_bridge_library_is_light():
     assert (
         _heavy_after(
             "import rlinf_robot.bridge, rlinf_robot.bridge.stream_backend, "
-            "rlinf_robot.bridge.franky_backend, rlinf_robot.bridge.auth"
+            "rlinf_robot.bridge.direct, rlinf_robot.bridge.auth, rlinf_robot.robot.franka.arm"
         )
         == []
     )

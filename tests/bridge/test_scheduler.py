@@ -129,3 +129,20 @@ def test_deadline_is_the_next_slot_then_the_end_of_the_plan():
     assert s.next_deadline_ns() == 2 * T
     assert s.due(2 * T) is None and not s.active
     assert s.cancel() is None
+
+
+def test_a_cancelled_chunk_reports_it_was_cut_and_a_finished_one_does_not():
+    """A hold (deadman, stop, lease change, home) ends a chunk early: its report says so, so a
+    learner never reads a short motion as the whole chunk's."""
+    s = ChunkScheduler(max_obs_age_ns=10**9)
+    s.offer(chunk(1), now_ns=0, obs_stamp_ns=0)
+    run_until(s, 0, 600 * MS)
+    [done] = s.ended
+    assert "cut" not in done.report
+    s.offer(chunk(2, h=10), now_ns=1000 * MS, obs_stamp_ns=1000 * MS)
+    s.offer(chunk(3, h=10), now_ns=1000 * MS + 1, obs_stamp_ns=1000 * MS)  # queued behind it
+    run_until(s, 1000 * MS, 1300 * MS)
+    current, pending = s.current, s.pending
+    assert s.cancel() is current and current.report["cut"] == 1
+    assert pending is None or pending.report["cut"] == 1
+    assert not s.active

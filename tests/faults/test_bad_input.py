@@ -41,11 +41,6 @@ def test_config_loader_raises_only_config_error():
     assert t.ran >= 90 and t.crashes == 0, t.line() + "\n" + "\n".join(t.failures)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="orchestrator/config.py (not this change's to edit): a group "
-    "override of null names no key; `+unknown=1` is accepted silently",
-)
 def test_config_errors_name_the_key():
     for overrides in (["mode=null"], ["+no_such_key=1"]):
         inputs.check_compose(overrides)

@@ -111,6 +111,12 @@ def test_the_anchor_is_the_commanded_target_within_the_lead():
     np.testing.assert_allclose(rule.anchor(measured + 0.05, measured), measured + 0.05)
     far = rule.anchor(measured + np.r_[1.0, np.zeros(6)], measured)
     assert far[0] - measured[0] == pytest.approx(rule.max_lead)
+    # a lagging shoulder shortens the lead of every joint alike: the arm still heads for the target
+    lag = np.r_[0.0, 4.0, 1.0, -2.0, 0.0, 0.5, 0.0] * rule.max_lead
+    lead = rule.anchor(measured + lag, measured) - measured
+    np.testing.assert_allclose(lead, lag / 4.0)
+    batch = rule.anchor(np.stack([measured + lag, measured + 0.01]), np.stack([measured, measured]))
+    np.testing.assert_allclose(batch - measured, np.stack([lag / 4.0, np.full(7, 0.01)]))
 
 
 def test_gripper_column_is_an_absolute_width_clamped_to_the_hand():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 _PRIMARY = {1: "unconfigured", 2: "inactive", 3: "active", 4: "finalized"}
 _STEP_S = 3.0  # wait this long for one answer before asking get_state again
@@ -49,8 +50,8 @@ class LifecycleManager:
         steps = {"unconfigured": Transition.TRANSITION_CONFIGURE, "inactive": Transition.TRANSITION_ACTIVATE}
         verbs = {"unconfigured": "configure", "inactive": "activate"}
         deadline = time.monotonic() + timeout_s
-        get = self.node.create_client(GetState, f"{fqn}/get_state")
-        change = self.node.create_client(ChangeState, f"{fqn}/change_state")
+        get: Any = self.node.create_client(GetState, f"{fqn}/get_state")
+        change: Any = self.node.create_client(ChangeState, f"{fqn}/change_state")
         attempts: dict[str, int] = {}
         try:
             while time.monotonic() < deadline and not should_stop():

@@ -49,6 +49,7 @@ class RobotUpProcess:
         threading.Thread(target=self._read, name="robot-up-output", daemon=True).start()
 
     def _read(self) -> None:
+        assert self.proc.stdout is not None  # started with stdout=PIPE
         for raw in self.proc.stdout:
             with self._cond:
                 self.lines.append(raw.decode(errors="replace").rstrip())
@@ -78,6 +79,15 @@ class RobotUpProcess:
                         f"no {rx.pattern!r} from robot up within {timeout_s:g} s:\n{self.tail()}"
                     )
                 self._cond.wait(min(left, 0.2))
+
+    def ready(self) -> bool:
+        """Whether the ready line came (without waiting); ``RuntimeError`` if it exited first."""
+        with self._cond:
+            if any(re.search(READY, line) for line in self.lines):
+                return True
+        if self.proc.poll() is not None:
+            self.wait_ready(0.0)  # raises with the output's tail
+        return False
 
     def wait_ready(self, timeout_s: float) -> dict[str, int]:
         """Block until the ready line; returns ``{process name: pid}``."""

@@ -80,6 +80,7 @@ class Child:
         self._reader.start()
 
     def _relay(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None  # started with stdout=PIPE
         for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip()
             self.tail.append(line)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rlinf_robot.errors import MissingDependency
@@ -14,7 +16,7 @@ class OpenCVCamera(Camera):
         self.device = int(device) if isinstance(device, str) and device.isdigit() else device
         self.width, self.height = int(width), int(height)
         self.loop = loop  # rewind a video file at its end (replaying a recording)
-        self._cap = None
+        self._cap: Any = None
 
     def open(self) -> None:
         try:

@@ -8,6 +8,12 @@ other threads (ROS callbacks, the bridge) only *submit* goals and request operat
 that touch franky (reset, recover, dynamics changes) run inside the loop between two ticks, so no
 two threads ever drive libfranka at once. The one exception is ``stop``: an e-stop must not wait
 for a tick, so it preempts the motion directly, under the same lock the loop holds while it moves.
+
+The state lives in small parts the arm composes, each the one owner of what it holds: the
+``GoalSlot`` (the goal the loop tracks, and how each goal ended), the ``Servo`` (what was last sent
+to franky, the brake), the ``FaultHandler`` (reflexes, recoveries, a lost link, resets, over the
+``FaultStateMachine``) and the ``GoalTracker`` (one tick of following the goal). ``_tick`` calls
+them in order, top to bottom.
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import math
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,21 +33,21 @@ from rlinf_robot.errors import LinkLost, ReflexError
 from rlinf_robot.robot.base import Feature, Robot
 from rlinf_robot.robot.franka.config import FrankaConfig
 from rlinf_robot.robot.franka.faults import ArmState, FaultStateMachine
-from rlinf_robot.robot.franka.goals import ABSOLUTE_MODES, Goal, GoalResolver
+from rlinf_robot.robot.franka.goals import ABSOLUTE_MODES, Goal, GoalResolver, GoalSlot
 from rlinf_robot.robot.franka.gripper import GripperWorker
-from rlinf_robot.robot.franka.holding import Holding
 from rlinf_robot.robot.franka.link import ArmReading, FrankyLink
 from rlinf_robot.robot.franka.model import JOINT_NAMES, tcp_pose
-from rlinf_robot.robot.franka.recovery import FaultHandling
-from rlinf_robot.robot.franka.tracking import GoalTracking
+from rlinf_robot.robot.franka.recovery import FaultHandler
+from rlinf_robot.robot.franka.servo import Servo
+from rlinf_robot.robot.franka.tracking import GoalTracker
 from rlinf_robot.robot.loop import PeriodicLoop
+from rlinf_robot.robot.registry import register_robot
 from rlinf_robot.robot.timing import TimingStats
 from rlinf_robot.safety import ArmAction, EStop, Rejection, SafeAction, SafetyFilter, Watchdog
 
 log = logging.getLogger(__name__)
 
 _FUTURE_STAMP_S = 0.5  # a command stamped further in the future than this is refused (clock skew)
-_RECOVERY_BACKOFF_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -57,13 +62,14 @@ class ArmObservation:
     state: ArmState
 
 
-class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
+@register_robot(FrankaConfig)
+class FrankaArm(Robot):
     name = "franka"
 
     def __init__(self, config: FrankaConfig):
         self.config = config
         self.safety = SafetyFilter(config.limits(), control_hz=1.0 / config.goal_lead_s)
-        self.resolver = GoalResolver(self.safety)
+        limits = self.safety.limits
         self.watchdog = Watchdog(config.deadman_ms)
         self.estop = EStop()
         self.faults = FaultStateMachine(config.max_faults, config.fault_window_s)
@@ -83,24 +89,44 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
         self.latency = TimingStats()  # s from a command's stamp to its motion being handed to franky
         self.dynamics_factor = config.relative_dynamics_factor
         self._home_q = np.array(config.home_q)
-        self._goal: Goal | None = None
-        self._goal_lock = threading.Lock()
-        self._motion_lock = threading.Lock()
+        # the parts, each owning its state
+        self.resolver = GoalResolver(self.safety)
+        self.slot = GoalSlot(self.counters)
+        self.servo = Servo(self.link, limits.q_lo, limits.q_hi)
+        self.recovery = FaultHandler(
+            config,
+            self.link,
+            self.faults,
+            self.slot,
+            self.servo,
+            self.estop,
+            self.watchdog,
+            self.counters,
+            publish=self._publish,
+            rehome=self._rehome,
+        )
+        self.tracker = GoalTracker(
+            self.slot,
+            self.servo,
+            self.resolver,
+            self.recovery,
+            self.faults,
+            self.estop,
+            self.watchdog,
+            self.gripper,
+            self._home_q,
+            config.home_tolerance,
+            self.counters,
+            self.latency,
+        )
         self._obs: ArmObservation | None = None
         self._listeners: list[Callable[[ArmObservation], None]] = []
         self._loop = PeriodicLoop(
             config.control_rate_hz, self._tick, name="franka-arm", priority=config.loop_priority
         )
-        self._last_sent: np.ndarray | None = None
-        self._braking = False  # the last motion sent is a brake (see Holding._keep_braking)
-        self._motion_running = False  # franky ran a motion at the last poll (home's timeout says so)
         self._last_read_t: float | None = None
-        self._last_connect_try = -math.inf
-        self._last_recovery_try = -math.inf
-        self._stop_wall = -math.inf
+        self._stop_wall = -math.inf  # commands stamped before the last stop / hold are refused
         self._hold_wall = -math.inf
-        self._home_done = threading.Event()  # the home goal ended; how: _home_outcome ("homed")
-        self._home_outcome = ""
 
     # ------------------------------------------------------------------ Robot API
     @property
@@ -132,7 +158,7 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
 
     def disconnect(self) -> None:
         self._loop.stop()
-        self._clear_goal("disconnected")
+        self.slot.clear("disconnected")
         self.link.close()
         if self.gripper is not None:
             self.gripper.close()
@@ -173,7 +199,7 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
 
     # ------------------------------------------------------------------ lifecycle
     def activate(self) -> None:
-        self._clear_goal("activated")
+        self.slot.clear("activated")
         self.watchdog.reset()
         self.faults.fire("activate", "lifecycle activate")
 
@@ -203,7 +229,7 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
             self.counters["rejected"] += 1
             self.counters[f"rejected_{verdict.reason}"] += 1
             if verdict.reason not in ("not_active", "homing", "before_hold"):
-                self._clear_goal(f"rejected_{verdict.reason}")
+                self.slot.clear(f"rejected_{verdict.reason}")
             log.debug("command rejected (%s): %s", verdict.reason, verdict.detail)
         return verdict
 
@@ -225,12 +251,13 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
             return Rejection(
                 "stale", f"command is {age * 1e3:.0f} ms old (deadman {self.config.deadman_ms:g} ms)"
             )
-        with self._goal_lock:
-            if self._goal is not None and self._goal.source == "home" and source != "home":
-                return Rejection("homing", "the arm is homing; wait for it to finish")
+        if source != "home" and self.slot.homing():
+            return Rejection("homing", "the arm is homing; wait for it to finish")
         obs = self._obs
+        if obs is None:  # ACTIVE implies a reading; a defensive check costs nothing
+            return Rejection("not_active", "no state read from the arm yet")
         safe = self.resolver.check(action, obs.q_d, obs.gripper_width)
-        if not safe:
+        if isinstance(safe, Rejection):
             return safe
         goal_action = (
             action if action.mode in ABSOLUTE_MODES else ArmAction(safe.mode, safe.target, safe.gripper)
@@ -245,34 +272,71 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
             one_shot=action.mode not in ABSOLUTE_MODES,
         )
         self.watchdog.feed(stamp)
-        with self._goal_lock:
-            self._goal = goal
+        self.slot.put(goal)
         return safe
 
     def home(self, timeout_s: float = 30.0) -> tuple[bool, str]:
         """Track the home pose through the safety filter; returns once there (or why not)."""
-        self._home_done.clear()
+        self.slot.expect_home()
         verdict = self.submit(ArmAction("joint_position", self._home_q), source="home")
-        if not verdict:
+        if isinstance(verdict, Rejection):
             return False, f"home refused ({verdict.reason}): {verdict.detail}"
-        if not self._home_done.wait(timeout_s):
+        if not self.slot.wait_home(timeout_s):
             r = self._obs
-            return False, (
-                f"home not reached within {timeout_s:g} s (state {self.state.value}; max |q - home| "
-                f"{np.max(np.abs(r.q - self._home_q)):.4f} rad, |q_d - home| {np.max(np.abs(r.q_d - self._home_q)):.2e}, "
-                f"tolerance {self.config.home_tolerance:g}; motion running: {self._motion_running})"
+            where = (
+                f"max |q - home| {np.max(np.abs(r.q - self._home_q)):.4f} rad, "
+                f"|q_d - home| {np.max(np.abs(r.q_d - self._home_q)):.2e}"
+                if r is not None
+                else "no state"
             )
-        if self._home_outcome != "homed":
-            return False, f"homing ended before home ({self._home_outcome}); the arm is {self.state.value}"
+            return False, (
+                f"home not reached within {timeout_s:g} s (state {self.state.value}; {where}, "
+                f"tolerance {self.config.home_tolerance:g}; motion running: {self.servo.running})"
+            )
+        if self.slot.home_outcome != "homed":
+            return (
+                False,
+                f"homing ended before home ({self.slot.home_outcome}); the arm is {self.state.value}",
+            )
         return True, "at home"
+
+    def _rehome(self) -> None:
+        """After an automatic recovery (``rehome_on_recover``): home, without a caller waiting."""
+        self.slot.expect_home()
+        self.submit(ArmAction("joint_position", self._home_q), source="home")
 
     def reset(self, timeout_s: float = 10.0) -> tuple[bool, str]:
         """Operator reset: clears the e-stop and a LATCHED fault, recovering the controller if needed."""
-        return self._in_loop(self._do_reset, timeout_s)
+        return self._in_loop(self.recovery.reset, timeout_s)
 
     def recover(self, timeout_s: float = 10.0) -> tuple[bool, str]:
         """Manual recovery from REFLEX (LATCHED and ESTOP need ``reset``)."""
-        return self._in_loop(self._do_recover, timeout_s)
+        return self._in_loop(self.recovery.recover, timeout_s)
+
+    def hold(
+        self, reason: str = "hold requested", timeout_s: float = 2.0, wait: bool = True
+    ) -> tuple[bool, str]:
+        """Stop smoothly and stay: the running motion is taken over by one that ends where it can
+        stop without reversing (``Servo.brake``), the goal is dropped, and commands issued before
+        now are refused. Not latching: the next fresh command moves the arm again. Deadman trips and
+        lease loss upstream (the bridge) end here. ``wait=False`` returns once the goal is dropped
+        and the brake is queued for the control loop (for callers that must not block)."""
+        self._hold_wall = time.time()
+        self.slot.clear("hold")
+        self.counters["holds"] += 1
+        log.info("hold: %s", reason)
+        if not wait and self._loop.running and not self._loop.in_loop():
+            self._loop.submit(self.tracker.brake_now)
+            return True, "braking"
+        return self._in_loop(self.tracker.brake_now, timeout_s)
+
+    def stop(self, reason: str = "stop requested") -> None:
+        """Latching e-stop: preempt the motion now, drop the goal, refuse commands until ``reset``."""
+        self.estop.trigger(reason)
+        self._stop_wall = time.time()
+        self.faults.fire("estop", reason)
+        self.slot.clear("estop")
+        self.servo.stop()
 
     def set_dynamics_factor(self, factor: float) -> None:
         if not (isinstance(factor, (int, float)) and 0.0 < factor <= 1.0):
@@ -296,7 +360,7 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
                 "estop_latched": self.estop.latched,
                 "estop_reason": self.estop.reason,
                 "deadman_trips": self.watchdog.trips,
-                "goal": self._goal.source if self._goal else "none",
+                "goal": goal.source if (goal := self.slot.goal) else "none",
                 "control_rate_hz": self.config.control_rate_hz,
                 "relative_dynamics_factor": self.dynamics_factor,
                 "period_p50_ms": p50 * 1e3,
@@ -312,39 +376,40 @@ class FrankaArm(GoalTracking, FaultHandling, Holding, Robot):
     # ------------------------------------------------------------------ the loop
     def _tick(self) -> None:
         if not self.link.connected:
-            self._try_reconnect()
+            self.recovery.try_reconnect()
             return
-        try:
-            reading = self.link.read()
-        except LinkLost as exc:
-            self._on_link_lost(exc)
+        first = self._read()
+        if first is None:
             return
-        self._publish(reading)
+        self._publish(first)
         state = self.faults.state
-
-        def check_motion() -> None:
-            self._motion_running = self.link.poll()
-            if reading.mode == "Reflex" and state not in (ArmState.REFLEX, ArmState.RECOVERING):
-                raise ReflexError("the controller reports robot mode Reflex")
-
-        if self._franky_call(check_motion) is not None:
+        if self.recovery.call(lambda: self._check_motion(first, state)) is not None:
             return
         if state is ArmState.REFLEX and self.config.auto_recover:
-            if time.monotonic() - self._last_recovery_try > _RECOVERY_BACKOFF_S:
-                self._recover_now()
+            self.recovery.recover_if_due()
         elif state is ArmState.ACTIVE:
             # Track from a fresh reading: the listeners above (ROS publishing) take time, and on a busy
             # machine a target stepped from the older commanded position can lie behind the motion,
             # which the planner then reverses to meet (5 mrad seen against a throttled franka-sim).
-            try:
-                reading = self.link.read()
-            except LinkLost as exc:
-                self._on_link_lost(exc)
-                return
-            self._track(reading)
+            reading = self._read()
+            if reading is not None:
+                self.tracker.track(reading)
+
+    def _read(self) -> ArmReading | None:
+        try:
+            return self.link.read()
+        except LinkLost as exc:
+            self.recovery.on_link_lost(exc)
+            return None
+
+    def _check_motion(self, reading: ArmReading, state: ArmState) -> None:
+        """Poll the running motion (raises its error) and catch a reflex the poll did not raise."""
+        self.servo.running = self.link.poll()
+        if reading.mode == "Reflex" and state not in (ArmState.REFLEX, ArmState.RECOVERING):
+            raise ReflexError("the controller reports robot mode Reflex")
 
     def _publish(self, reading: ArmReading) -> None:
-        if self._last_read_t is not None:
+        if self._last_read_t is not None and self.faults.link_up:  # not across a lost link
             self.periods.add(reading.t - self._last_read_t)
         self._last_read_t = reading.t
         width = self.gripper.width if self.gripper is not None else math.nan

@@ -100,6 +100,7 @@ class FaultStateMachine:
                 return src
             if dst == RESUME:
                 dst = self._resume_state()
+            assert isinstance(dst, ArmState)
             if event in FAULT_EVENTS and self._record_fault():
                 dst = S.LATCHED
                 cause = f"{cause} ({self.max_faults} faults within {self.window_s:g} s: latched)"

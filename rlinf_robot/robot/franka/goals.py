@@ -17,6 +17,8 @@ when franka-sim ran slower than real time).
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +43,67 @@ class Goal:
     applied: bool = field(default=False)
     #: The joint target once the filter passed the goal unscaled: later ticks only hold it.
     final: np.ndarray | None = field(default=None)
+
+
+class GoalSlot:
+    """The one goal the control loop tracks.
+
+    Whoever takes a goal away (a newer command replacing it, a hold, a stop, a reflex, the loop
+    when the goal is done or stale) ends it exactly once, with the reason. A ``home()`` caller
+    waits on that (``wait_home``) and learns at once how its homing ended: a stop, a hold or a
+    reflex while homing must not leave the home service waiting out its timeout.
+    """
+
+    def __init__(self, counters: Counter[str]):
+        self._lock = threading.Lock()
+        self._goal: Goal | None = None
+        self._counters = counters
+        self._home_done = threading.Event()
+        self.home_outcome = ""  # how the last home goal ended ("homed" when it got there)
+
+    @property
+    def goal(self) -> Goal | None:
+        with self._lock:
+            return self._goal
+
+    def homing(self) -> bool:
+        goal = self.goal
+        return goal is not None and goal.source == "home"
+
+    def put(self, goal: Goal) -> None:
+        """Make ``goal`` the one tracked (it replaces the previous one)."""
+        with self._lock:
+            self._goal = goal
+
+    def drop(self, goal: Goal, why: str, outcome: str | None = None) -> None:
+        """The loop ends ``goal`` (counted as ``why``) unless someone already took it away: each
+        goal ends once, told by whoever removed it (``outcome``, else ``why``)."""
+        with self._lock:
+            if self._goal is not goal:
+                return
+            self._goal = None
+        self._counters[why] += 1
+        self._ended(goal, outcome or why)
+
+    def clear(self, why: str = "cleared") -> None:
+        """Take the goal away, whatever it is (hold, stop, reflex, lost link, reset)."""
+        with self._lock:
+            goal, self._goal = self._goal, None
+        if goal is not None:
+            self._ended(goal, why)
+
+    def expect_home(self) -> None:
+        """Arm ``wait_home`` for a home goal about to be put."""
+        self._home_done.clear()
+
+    def wait_home(self, timeout_s: float) -> bool:
+        """Whether the home goal ended (how: ``home_outcome``) within ``timeout_s``."""
+        return self._home_done.wait(timeout_s)
+
+    def _ended(self, goal: Goal, why: str) -> None:
+        if goal.source == "home":
+            self.home_outcome = why
+            self._home_done.set()
 
 
 def joint_targets_by_name(
@@ -102,7 +165,7 @@ class GoalResolver:
         self, goal: Goal, q_base: np.ndarray, gripper_width: float
     ) -> tuple[np.ndarray, SafeAction] | Rejection:
         safe = self.check(goal.action, q_base, gripper_width)
-        if not safe:
+        if isinstance(safe, Rejection):
             return safe
         target = self.joint_target(safe, q_base)
         if isinstance(target, Rejection):

@@ -12,8 +12,10 @@ import math
 import threading
 import time
 from collections import Counter
+from typing import Any
 
-from rlinf_robot.robot.sched import keep_scheduling, normal_scheduling
+from rlinf_robot.robot.franka.link import connect_gripper
+from rlinf_robot.robot.sched import normal_scheduling
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ class GripperWorker:
         self._wanted: tuple[str, float, float] | None = None  # (kind, width, force)
         self._issued: tuple[str, float, float] | None = None
         self._future = None
-        self._gripper = None
+        self._gripper: Any = None  # franky.Gripper once connected
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.width = math.nan
@@ -74,11 +76,8 @@ class GripperWorker:
 
     # ------------------------------------------------------------------ thread
     def _try_connect(self) -> bool:
-        import franky
-
         try:
-            with keep_scheduling():
-                self._gripper = franky.Gripper(self.host)
+            self._gripper = connect_gripper(self.host)
             state = self._gripper.state
         except Exception as exc:
             log.debug("gripper connect failed: %s", exc)

@@ -1,10 +1,9 @@
-"""``FrankyLink``: ``FrankaArm``'s connection to franky (and through it, libfranka).
+"""``FrankyLink``: the one place this project talks to franky (and through it, libfranka).
 
-``FrankaArm`` reaches franky's ``Robot`` only through this class. It is not the only module that
-imports franky: so do the Franka Hand worker (``robot/franka/gripper.py``, ``franky.Gripper``), the
-ROS-free bridge backend (``bridge/franky_backend.py``) and the system-identification recording
-(``calibration/excitation.py``); ``robot/franka/braking.py`` reads a connected ``franky.Robot``
-handed to it.
+Every module that drives a Franka goes through here: ``FrankaArm`` (the driver behind
+``franka_node`` and the ROS-free bridge), the Franka Hand worker (``connect_gripper``) and the
+system-identification recording (``FrankyLink.run_velocity_profile``). ``robot/franka/braking.py``
+reads the connected ``franky.Robot`` this class hands it, without importing franky itself.
 
 It turns franky's exceptions into our typed errors — ``ReflexError`` for control/reflex/planner
 errors the arm can recover from, ``LinkLost`` for a dead network link — so the driver above it
@@ -19,6 +18,7 @@ from wherever the previous one is, and when no new target comes the arm keeps ho
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +46,18 @@ def _franky():
     except ImportError as exc:  # pragma: no cover - franky is part of the robot extra
         raise MissingDependency("franky-control", extra="robot") from exc
     return franky
+
+
+def connect_gripper(host: str):
+    """A connected ``franky.Gripper`` (the Franka Hand has a connection of its own); raises
+    whatever franky raises when nobody answers (the gripper worker retries)."""
+    franky = _franky()
+    with keep_scheduling():  # libfranka makes the connecting thread SCHED_FIFO 99 otherwise
+        return franky.Gripper(host)
+
+
+#: One recorded controller cycle: (seconds, measured q, measured dq, commanded joint velocity dq_d).
+Cycle = tuple[float, np.ndarray, np.ndarray, np.ndarray]
 
 
 class FrankyLink:
@@ -136,6 +148,67 @@ class FrankyLink:
         except Exception:
             pass
 
+    def run_velocity_profile(
+        self,
+        start: np.ndarray,
+        velocities: Sequence[np.ndarray],
+        dt_s: float,
+        check: Callable[[np.ndarray], str | None],
+        move_dynamics_factor: float = 0.2,
+        timeout_s: float = 10.0,
+    ) -> tuple[list[Cycle], str | None]:
+        """Move to ``start``, then run ``velocities`` as joint-velocity waypoints ``dt_s`` apart,
+        recording every 1 kHz controller cycle. ``check(q)`` sees each recorded position as it
+        arrives; the first reason it returns stops the arm at once. Returns the cycles and the
+        stop reason (None when the profile ran to its end within its duration + ``timeout_s``).
+        The link's dynamics factor is restored afterwards."""
+        franky = _franky()
+        robot = self._require()
+        self._guard(robot.recover_from_errors)
+        robot.relative_dynamics_factor = 1.0  # the waypoints' own limits govern the motion
+        try:
+            start_motion = franky.JointMotion(
+                [float(x) for x in start], relative_dynamics_factor=move_dynamics_factor
+            )
+            self._guard(lambda: robot.move(start_motion))
+            rows: list[Cycle] = []
+
+            def on_cycle(state, _step, _rel, abs_time, _signal):
+                rows.append((_seconds(abs_time), np.array(state.q), np.array(state.dq), np.array(state.dq_d)))
+
+            dt_ms = int(round(dt_s * 1000))
+            motion = franky.JointVelocityWaypointMotion(
+                [
+                    franky.JointVelocityWaypoint([float(x) for x in v], minimum_time=franky.Duration(dt_ms))
+                    for v in velocities
+                ]
+            )
+            motion.register_callback(on_cycle)
+            deadline = time.monotonic() + len(velocities) * dt_s + timeout_s
+            stop_reason = None
+            checked = 0
+            robot.move(motion, asynchronous=True)
+            while True:
+                try:
+                    if robot.join_motion(timeout=0.005):
+                        break
+                except Exception:
+                    if stop_reason is None:
+                        raise
+                    break  # the motion we stopped ends with an error: that is the stop
+                reason, n = None, len(rows)
+                for row in rows[checked:n]:
+                    reason = reason or check(row[1])
+                checked = n
+                if reason is None and time.monotonic() > deadline:
+                    reason = "the profile did not finish in time"
+                if reason is not None and stop_reason is None:
+                    stop_reason = reason
+                    robot.stop()
+            return rows, stop_reason
+        finally:
+            robot.relative_dynamics_factor = self._factor
+
     def has_errors(self) -> bool:
         return bool(self._require().has_errors)
 
@@ -163,3 +236,12 @@ class FrankyLink:
             if "Net" in str(exc) or "network" in str(exc).lower():
                 raise LinkLost(str(exc)) from exc
             raise ReflexError(str(exc).strip()) from exc
+
+
+def _seconds(d) -> float:
+    """franky's ``Duration`` in seconds (its accessor's name differs between versions)."""
+    for attr in ("to_sec", "seconds"):
+        if hasattr(d, attr):
+            v = getattr(d, attr)
+            return float(v() if callable(v) else v)
+    return float(d)

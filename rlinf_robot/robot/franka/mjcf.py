@@ -17,7 +17,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from rlinf_robot.paths import fr3_mjcf_wrapper, franka_sim_venv
+
+#: OpenCV camera axes (x right, y down, z forward) -> a MuJoCo camera's (x right, y up, z backward):
+#: ``R_mujoco = R_opencv @ CV_TO_MJ`` (and back, the same product: it is its own inverse). Camera
+#: poses from calibration are OpenCV's; cameras in this model are MuJoCo's.
+CV_TO_MJ = np.diag([1.0, -1.0, -1.0])
 
 
 def fr3_assets_dir() -> Path:

@@ -1,77 +1,114 @@
-"""How the Franka driver reacts to faults: reflexes, recoveries, a lost link, operator resets.
+"""``FaultHandler``: how the Franka driver reacts to faults — reflexes, recoveries, a lost link,
+operator resets.
 
-A mixin of ``FrankaArm`` (it uses the arm's link, state machine, goal and counters): kept apart so
-the driver's command path reads on its own, and every fault path — each one a logged, counted
-state transition — reads in one place. All of it runs in the arm's control-loop thread.
+Every fault path is a logged, counted transition of the ``FaultStateMachine`` and reads in one
+place here, apart from the command path. It all runs in the arm's control-loop thread: ``call``
+wraps each franky call the loop makes and hands a reflex or a lost link to its handler.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from rlinf_robot.errors import LinkLost, ReflexError
-from rlinf_robot.robot.franka.faults import ArmState
-from rlinf_robot.safety import ArmAction
+from rlinf_robot.robot.franka.config import FrankaConfig
+from rlinf_robot.robot.franka.faults import ArmState, FaultStateMachine
+from rlinf_robot.robot.franka.goals import GoalSlot
+from rlinf_robot.robot.franka.link import ArmReading, FrankyLink
+from rlinf_robot.robot.franka.servo import Servo
+from rlinf_robot.safety import EStop, Watchdog
 
 log = logging.getLogger(__name__)
+_RECOVERY_BACKOFF_S = 0.2
 
 
-class FaultHandling:
-    def _franky_call(self, call: Callable[[], object]) -> Exception | None:
+class FaultHandler:
+    def __init__(
+        self,
+        config: FrankaConfig,
+        link: FrankyLink,
+        machine: FaultStateMachine,
+        slot: GoalSlot,
+        servo: Servo,
+        estop: EStop,
+        watchdog: Watchdog,
+        counters: Counter[str],
+        publish: Callable[[ArmReading], None],
+        rehome: Callable[[], None],
+    ):
+        self.config = config
+        self.link = link
+        self.machine = machine
+        self.slot = slot
+        self.servo = servo
+        self.estop = estop
+        self.watchdog = watchdog
+        self.counters = counters
+        self._publish = publish  # a reading after a reconnect goes out like any other
+        self._rehome = rehome  # rehome_on_recover: the arm's own home goal
+        self._last_recovery_try = -math.inf
+        self._last_connect_try = -math.inf
+
+    def call(self, fn: Callable[[], object]) -> Exception | None:
         """Run a call that drives the arm; a reflex or a lost link is handed to its handler (state
         machine, goal, counters) and returned, ``None`` when the call went through."""
         try:
-            call()
+            fn()
         except ReflexError as exc:
-            self._on_reflex(exc)
+            self.on_reflex(exc)
             return exc
         except LinkLost as exc:
-            self._on_link_lost(exc)
+            self.on_link_lost(exc)
             return exc
         return None
 
-    def _on_reflex(self, exc: Exception) -> None:
+    def on_reflex(self, exc: Exception) -> None:
         self.counters["reflexes"] += 1
-        self._clear_goal("reflex")
-        self._last_sent = None
-        self.faults.fire("reflex", str(exc).splitlines()[0][:200])
+        self.slot.clear("reflex")
+        self.servo.forget()
+        self.machine.fire("reflex", str(exc).splitlines()[0][:200])
 
-    def _recover_now(self) -> bool:
+    def on_link_lost(self, exc: Exception) -> None:
+        self.counters["link_lost"] += 1
+        self.slot.clear("link_lost")
+        self.servo.forget()
+        self.link.close()
+        self._last_connect_try = time.monotonic()
+        self.machine.fire("link_lost", str(exc).splitlines()[0][:200])
+
+    def recover_if_due(self) -> None:
+        """``auto_recover``: try again once the back-off since the last try has passed."""
+        if time.monotonic() - self._last_recovery_try > _RECOVERY_BACKOFF_S:
+            self.recover_now()
+
+    def recover_now(self) -> bool:
         self._last_recovery_try = time.monotonic()
-        self.faults.fire("recovering", "recover_from_errors")
+        self.machine.fire("recovering", "recover_from_errors")
         try:
             ok = self.link.recover() and not self.link.has_errors()
         except ReflexError as exc:
             ok, cause = False, str(exc)
         except LinkLost as exc:
-            self._on_link_lost(exc)
+            self.on_link_lost(exc)
             return False
         else:
             cause = "recover_from_errors succeeded" if ok else "recover_from_errors returned false"
         if not ok:
             self.counters["recoveries_failed"] += 1
-            self.faults.fire("recovery_failed", cause)
+            self.machine.fire("recovery_failed", cause)
             return False
         self.counters["recoveries"] += 1
-        self._last_sent = None
-        self.faults.fire("recovered", cause)
-        if self.config.rehome_on_recover and self.faults.state is ArmState.ACTIVE:
-            self._home_done.clear()
-            self.submit(ArmAction("joint_position", self._home_q), source="home")
+        self.servo.forget()
+        self.machine.fire("recovered", cause)
+        if self.config.rehome_on_recover and self.machine.state is ArmState.ACTIVE:
+            self._rehome()
         return True
 
-    def _on_link_lost(self, exc: Exception) -> None:
-        self.counters["link_lost"] += 1
-        self._clear_goal("link_lost")
-        self._last_sent = None
-        self._last_read_t = None
-        self.link.close()
-        self._last_connect_try = time.monotonic()
-        self.faults.fire("link_lost", str(exc).splitlines()[0][:200])
-
-    def _try_reconnect(self) -> None:
+    def try_reconnect(self) -> None:
         now = time.monotonic()
         if now - self._last_connect_try < self.config.reconnect_period_s:
             return
@@ -87,11 +124,12 @@ class FaultHandling:
             return
         self.counters["reconnects"] += 1
         self._publish(reading)
-        self.faults.fire("connected", f"reconnected to {self.config.robot_ip}")
+        self.machine.fire("connected", f"reconnected to {self.config.robot_ip}")
 
-    def _do_reset(self) -> tuple[bool, str]:
+    def reset(self) -> tuple[bool, str]:
+        """Operator reset: clears the e-stop and a LATCHED fault, recovering the controller if needed."""
         self.estop.reset()
-        self._clear_goal("reset")
+        self.slot.clear("reset")
         self.watchdog.reset()
         if self.link.connected:
             try:
@@ -99,19 +137,20 @@ class FaultHandling:
                     return False, "recover_from_errors failed; the arm is still faulted"
             except (ReflexError, LinkLost) as exc:
                 return False, f"reset failed: {exc}"
-        self._last_sent = None
-        state = self.faults.fire("reset", "operator reset")
+        self.servo.forget()
+        state = self.machine.fire("reset", "operator reset")
         return True, f"reset: arm is {state.value}"
 
-    def _do_recover(self) -> tuple[bool, str]:
-        state = self.faults.state
+    def recover(self) -> tuple[bool, str]:
+        """Manual recovery from REFLEX (LATCHED and ESTOP need ``reset``)."""
+        state = self.machine.state
         if state in (ArmState.LATCHED, ArmState.ESTOP):
             return False, f"the arm is {state.value}: only reset clears it"
         if state is ArmState.DISCONNECTED:
             return False, "no link to the arm; reconnecting"
         if state in (ArmState.REFLEX, ArmState.RECOVERING):
-            ok = self._recover_now()
-            return ok, f"arm is {self.faults.state.value}"
+            ok = self.recover_now()
+            return ok, f"arm is {self.machine.state.value}"
         if self.link.has_errors():
             ok = self.link.recover()
             return ok, "recovered" if ok else "recover_from_errors failed"

@@ -58,6 +58,18 @@ class FrankaSimServer:
     def host(self) -> str:
         return "127.0.0.1"
 
+    @property
+    def _proc(self) -> subprocess.Popen:
+        if self.process is None:
+            raise FrankaSimError("franka-sim is not running: start() it first")
+        return self.process
+
+    @property
+    def _log(self) -> Path:
+        if self.log_path is None:
+            raise FrankaSimError("franka-sim has no log yet: start() it first")
+        return self.log_path
+
     def command(self) -> list[str]:
         exe = franka_sim_venv() / "bin" / "run-franka-sim-server"
         if not exe.exists():
@@ -85,7 +97,7 @@ class FrankaSimServer:
         except BaseException:
             self.stop()
             raise
-        log.info("franka-sim ready (pid %d, log %s)", self.process.pid, self.log_path)
+        log.info("franka-sim ready (pid %d, log %s)", self._proc.pid, self.log_path)
         return self
 
     def _acquire_lock(self) -> None:
@@ -113,8 +125,8 @@ class FrankaSimServer:
         check = franka_sim_venv() / "bin" / "franka-sim-check"
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise FrankaSimError(f"franka-sim exited with {self.process.returncode}:\n{self.log_tail()}")
+            if self._proc.poll() is not None:
+                raise FrankaSimError(f"franka-sim exited with {self._proc.returncode}:\n{self.log_tail()}")
             if _port_open(FCI_PORT):
                 res = subprocess.run(
                     [str(check), "--timeout", "5"], capture_output=True, env=_clean_env(), timeout=15
@@ -135,8 +147,8 @@ class FrankaSimServer:
     def kill(self) -> None:
         """SIGKILL the server (a crashed robot controller, for fault tests); keeps the lock."""
         if self.alive():
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(timeout=10)
 
     def restart(self, check: bool = True) -> None:
         """Start the server again after ``kill()``, keeping the lock held.
@@ -169,7 +181,7 @@ class FrankaSimServer:
     def _spawn(self, cmd: list[str], env: dict[str, str], mode: str) -> None:
         # A file, not a pipe: nobody reads the server's output while it runs, and a full pipe
         # would block its 1 kHz state thread.
-        with open(self.log_path, mode) as logf:
+        with open(self._log, mode) as logf:
             self.process = subprocess.Popen(
                 cmd,
                 env=env,
@@ -182,8 +194,8 @@ class FrankaSimServer:
     def _wait_port_open(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
         while not _port_open(FCI_PORT):
-            if self.process.poll() is not None:
-                raise FrankaSimError(f"franka-sim exited with {self.process.returncode}:\n{self.log_tail()}")
+            if self._proc.poll() is not None:
+                raise FrankaSimError(f"franka-sim exited with {self._proc.returncode}:\n{self.log_tail()}")
             if time.monotonic() > deadline:
                 raise FrankaSimError(f"franka-sim port not open after {self.ready_timeout_s} s")
             time.sleep(0.05)

@@ -87,7 +87,7 @@ def make_server(opts: dict[str, Any]) -> FrankaSimServer:
     args = list(opts["extra_args"])
     if opts["enforce_motion_limits"]:
         args.append("--enforce-motion-limits")
-    env = {}
+    env: dict[str, str] = {}
     if opts["dynamics"] is not None:
         return FrankaSimServer(
             extra_args=args, env=env, gripper=opts["gripper"], die_with_parent=True, mjcf=variant_mjcf(opts)
@@ -141,13 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     print("franka-sim: starting (waits while another session holds the franka-sim lock)", flush=True)
     try:
         server.start()
-        print(f"{READY_LINE} (pid {server.process.pid}, log {server.log_path})", flush=True)
+        print(f"{READY_LINE} (pid {server._proc.pid}, log {server.log_path})", flush=True)
         while not halt.wait(0.2):
             if not server.alive():
                 code = server.process.returncode if server.process else None
                 print(f"franka-sim: server exited ({code}); restarting", flush=True)
                 server.restart(check=False)
-                print(f"{READY_LINE} (pid {server.process.pid}, restarted)", flush=True)
+                print(f"{READY_LINE} (pid {server._proc.pid}, restarted)", flush=True)
     except FrankaSimError as exc:
         print(f"franka-sim: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -4,6 +4,7 @@ package registers ``mujoco/<task>`` for each task that has a scene in ``sim/mujo
 from __future__ import annotations
 
 from rlinf_robot.envs.tasks import TASKS, make_task
+from rlinf_robot.settings import build
 
 #: task name -> scene file in sim/mujoco/assets/ (the FR3, a table and the task's objects)
 SCENES = {"fr3-reach": "reach.xml", "fr3-push": "push.xml", "fr3-lift": "lift.xml"}
@@ -19,7 +20,10 @@ def _register(task_name: str, scene: str) -> None:
         from sim.mujoco.env import MujocoFR3Env
 
         return MujocoFR3Env(
-            make_task(task_name, **(task_options or {})), num_envs, MujocoConfig.from_kwargs(**cfg), scene
+            make_task(task_name, **(task_options or {})),
+            num_envs,
+            build(MujocoConfig, cfg, "mujoco env options"),
+            scene,
         )
 
     factory.__doc__ = f"{cls.__name__}: {cls.instruction}"

@@ -282,6 +282,38 @@ ROW_SUM_TOL_RAD = 3e-3
 ROW_SUM_TOL_M = 1.5e-3
 
 
+#: Runs of a delta-chunk trial a hold may cut short before the test gives up.
+CUT_ATTEMPTS = 3
+
+
+def _delta_trial(client: BridgeClient, rows: np.ndarray, mode: str, hz: float, pieces: int):
+    """Send ``rows`` as ``pieces`` chunks back to back from a settled arm; returns the chunk
+    reports and how far the arm moved against the row sum (with the tolerance for the mode)."""
+    from rlinf_robot.envs.real import Settled
+
+    start = client.observe(timeout=30, predicate=Settled(0.004, window_s=0.5))
+    seq, reports = -1, []
+    for part in np.array_split(rows, pieces):
+        if seq >= 0:  # the next piece is sent as the previous one ends
+            o = client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
+            reports.append(o.chunk_report)
+        seq = client.send_chunk(part, mode, hz, obs=client.latest)
+    o = client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
+    reports.append(o.chunk_report)
+    end = client.observe(timeout=30, predicate=Settled(0.004, window_s=0.5))
+    assert client.take_errors() == []
+    if mode == "joint_delta":
+        moved, want, tol = end.joint_pos[:7] - start.joint_pos[:7], rows.sum(axis=0), ROW_SUM_TOL_RAD
+    else:
+        moved, want, tol = end.ee_pose[:3] - start.ee_pose[:3], rows[:, :3].sum(axis=0), ROW_SUM_TOL_M
+    ratio = np.linalg.norm(moved) / np.linalg.norm(want)
+    print(
+        f"{mode} {hz:g} Hz in {pieces} chunk(s): moved {np.round(moved, 4).tolist()}, "
+        f"row sum {np.round(want, 4).tolist()}, ratio {ratio:.3f}, reports {reports}"
+    )
+    return reports, moved, want, tol, ratio
+
+
 @pytest.mark.parametrize("mode", ["joint_delta", "ee_delta"])
 @pytest.mark.parametrize("hz", [10.0, 50.0])
 def test_a_delta_chunk_moves_the_arm_by_its_row_sum(stack, mode, hz):
@@ -289,8 +321,6 @@ def test_a_delta_chunk_moves_the_arm_by_its_row_sum(stack, mode, hz):
     chunk moves the arm by the sum of its rows whatever the rate or the servo's lag (the old rule,
     each row added to the joints measured when it ran, moved 0.75-0.81x the sum at 10 Hz and
     0.21-0.23x at 50 Hz). Then the same motion as two chunks back to back adds up the same."""
-    from rlinf_robot.envs.real import Settled
-
     endpoint, probe, up = stack
     client = BridgeClient(endpoint=endpoint, connect_timeout_s=30.0).connect()
     with robot_output_on_failure(up):
@@ -305,38 +335,15 @@ def test_a_delta_chunk_moves_the_arm_by_its_row_sum(stack, mode, hz):
             else:
                 rows[:, :3] = np.array([0.03, -0.025, 0.02]) / horizon
             for pieces in (1, 2):
-                start = client.observe(timeout=30, predicate=Settled(0.004, window_s=0.5))
-                seq, reports = -1, []
-                for part in np.array_split(rows, pieces):
-                    if seq >= 0:  # the next piece is sent as the previous one ends
-                        o = client.observe(
-                            timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active
-                        )
-                        reports.append(o.chunk_report)
-                    seq = client.send_chunk(part, mode, hz, obs=client.latest)
-                o = client.observe(
-                    timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active
-                )
-                reports.append(o.chunk_report)
-                end = client.observe(timeout=30, predicate=Settled(0.004, window_s=0.5))
-                assert client.take_errors() == []
-                if mode == "joint_delta":
-                    moved, want, tol = (
-                        end.joint_pos[:7] - start.joint_pos[:7],
-                        rows.sum(axis=0),
-                        ROW_SUM_TOL_RAD,
-                    )
-                else:
-                    moved, want, tol = (
-                        end.ee_pose[:3] - start.ee_pose[:3],
-                        rows[:, :3].sum(axis=0),
-                        ROW_SUM_TOL_M,
-                    )
-                ratio = np.linalg.norm(moved) / np.linalg.norm(want)
-                print(
-                    f"{mode} {hz:g} Hz in {pieces} chunk(s): moved {np.round(moved, 4).tolist()}, "
-                    f"row sum {np.round(want, 4).tolist()}, ratio {ratio:.3f}, reports {reports}"
-                )
+                for attempt in range(CUT_ATTEMPTS):
+                    reports, moved, want, tol, ratio = _delta_trial(client, rows, mode, hz, pieces)
+                    if not any(r.get("cut") for r in reports) or attempt == CUT_ATTEMPTS - 1:
+                        break
+                    # a hold ended a chunk early (a heartbeat gap of this busy test process set off
+                    # the 100 ms deadman, seen in CI): the report says so; the trial is run again
+                    print(f"attempt {attempt + 1}: a hold cut the chunk short, running it again")
+                    _acquire(client)
+                assert not any(r.get("cut") for r in reports), reports
                 if any(r.get("lead_clamped") for r in reports):
                     # the arm lagged its target by more than max_target_lead when the second piece
                     # came (ee rows at 50 Hz outrun franka-sim at relative_dynamics_factor 0.2):

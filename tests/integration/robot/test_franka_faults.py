@@ -72,7 +72,9 @@ def test_too_fast_command_reflexes_recovers_rehomes_and_accepts_commands(faulty)
     assert wait_until(lambda: within(arm.q(), HOME, 2e-3) and arm.state() == "ACTIVE", 30), arm.diag
     assert int(arm.fresh_diag().get("RECOVERING->ACTIVE", "0")) >= 1
     target = HOME + 0.05 * JOINT1
-    assert wait_until(lambda: within(arm.q(), target, 1e-3), 30, action=lambda: arm.send_joints(target))
+    assert wait_until(lambda: within(arm.q(), target, 1e-3), 30, action=lambda: arm.send_joints(target)), (
+        f"q - target {np.round(arm.q() - target, 4).tolist()}, diagnostics {arm.fresh_diag()}"
+    )
 
 
 def test_repeated_reflexes_latch_until_reset(faulty):

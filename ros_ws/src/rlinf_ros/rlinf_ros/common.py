@@ -130,11 +130,16 @@ class _StopOnSignal:
 
 def declare(node: Node, defaults: dict[str, Any]) -> dict[str, Any]:
     """Declare parameters with dynamic typing (``200`` and ``200.0`` in YAML both work; the typed
-    config validates them), and return their current values."""
+    config validates them), and return their current values. An empty list in a parameter file
+    has no type ROS can infer and arrives unset: a list parameter reads it as ``[]``."""
     descriptor = ParameterDescriptor(dynamic_typing=True)
     for name, default in defaults.items():
         node.declare_parameter(name, list(default) if isinstance(default, tuple) else default, descriptor)
-    return {name: _plain(node.get_parameter(name).value) for name in defaults}
+    out = {name: _plain(node.get_parameter(name).value) for name in defaults}
+    for name, default in defaults.items():
+        if out[name] is None and isinstance(default, (list, tuple)):
+            out[name] = []
+    return out
 
 
 def _plain(value: Any) -> Any:

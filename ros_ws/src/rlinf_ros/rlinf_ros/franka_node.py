@@ -33,6 +33,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from rlinf_robot.errors import ConfigError, LinkLost, MissingDependency
+from rlinf_robot.robot import make_robot
 from rlinf_robot.robot.franka import ArmObservation, ArmState, FrankaArm, FrankaConfig
 from rlinf_robot.robot.franka.goals import joint_targets_by_name
 from rlinf_robot.robot.franka.model import FINGER_JOINT_NAME, JOINT_NAMES
@@ -83,9 +84,9 @@ class FrankaNode(LifecycleNode):
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
-            config = FrankaConfig.from_params({k: v for k, v in self.params.items() if k not in NODE_PARAMS})
-            arm = FrankaArm(config)
+            arm = make_robot("franka", **{k: v for k, v in self.params.items() if k not in NODE_PARAMS})
             arm.connect()
+            config = arm.config
         except (ConfigError, LinkLost, MissingDependency) as exc:
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
