@@ -2,7 +2,9 @@
 
 - ``predict_action_batch(obs, deterministic=False) -> PolicyOutput``: env-ready actions ``[N, H, A]``
   (within the env's ``action_spec``), plus the chunk log-prob and value when the policy has them.
-- ``forward(batch)`` for training: ``batch = {"obs": obs, "raw_actions": [N, H, A] (optional)}`` ->
+- ``forward(batch)`` for training: ``batch = {"obs": obs, "raw_actions": [N, H, A] (optional),
+  "noise_scale": [N] (optional: score each row under the policy with its std times this, the
+  distribution a robot exploring with a fraction of the noise acted with)}`` ->
   ``{"mean", "log_prob", "entropy", "value"}`` (keys the policy supports).
 - ``action_spec``: the env's action space the policy was built for.
 
@@ -41,8 +43,8 @@ class BasePolicy(nn.Module, abc.ABC):
     def _init_action_space(self, action_spec: ActionSpec, chunk_size: int) -> None:
         self.action_spec = action_spec
         self.chunk_size = int(chunk_size)
-        low = torch.as_tensor(action_spec.low, dtype=torch.float32)
-        high = torch.as_tensor(action_spec.high, dtype=torch.float32)
+        low = torch.tensor(action_spec.low, dtype=torch.float32)
+        high = torch.tensor(action_spec.high, dtype=torch.float32)
         self.register_buffer("_act_center", (high + low) / 2, persistent=False)
         self.register_buffer("_act_half", (high - low) / 2, persistent=False)
 

@@ -45,6 +45,18 @@ class ChunkGaussian:
         logp = logp - self._squash_correction(u)
         return torch.tanh(u), logp.flatten(1).sum(-1)
 
+    def scaled(self, scale: Tensor | None) -> ChunkGaussian:
+        """The same Gaussian with every std times ``scale`` [N] (one factor per row); ``None``: itself.
+
+        A robot that explores with a fraction of the policy's noise (``RealEnvWorker``'s
+        ``noise_scale``) acts with this distribution; scoring its stored actions under it keeps the
+        importance weight of fresh rows at 1 instead of ~``scale ** dims``."""
+        if scale is None:
+            return self
+        log_s = torch.log(torch.as_tensor(scale, dtype=self.log_std.dtype, device=self.log_std.device))
+        shape = (-1,) + (1,) * (self.mean.dim() - 1)
+        return ChunkGaussian(self.mean, self.log_std + log_s.reshape(shape), self.squash)
+
     def log_prob(self, action: Tensor) -> Tensor:
         """Chunk log-prob [N] of a stored action (inverse-tanh'd when squashed, clamped for stability)."""
         if not self.squash:

@@ -131,7 +131,7 @@ class TinyVLAPolicy(BasePolicy):
         dist, value = self.distribution(batch["obs"])
         out = {"mean": dist.mean, "entropy": dist.entropy(), "value": value}
         if batch.get("raw_actions") is not None:
-            out["log_prob"] = dist.log_prob(batch["raw_actions"])
+            out["log_prob"] = dist.scaled(batch.get("noise_scale")).log_prob(batch["raw_actions"])
         return out
 
     @torch.no_grad()

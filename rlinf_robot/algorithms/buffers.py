@@ -42,6 +42,12 @@ class ReplayBuffer:
         self._next = int((self._next + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)
 
+    def latest(self, n: int) -> dict[str, Tensor]:
+        """The newest ``min(n, len(self))`` transitions, oldest first."""
+        n = min(int(n), self._size)
+        idx = (self._next - n + torch.arange(n)) % self.capacity
+        return {k: v[idx] for k, v in self._data.items()}
+
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, Tensor]:
         if self._size == 0:
             raise ValueError("cannot sample from an empty buffer")

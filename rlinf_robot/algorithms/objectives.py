@@ -65,13 +65,20 @@ def decoupled_ppo_objective(
     vf_coef: float = 0.0,
     ent_coef: float = 0.0,
     value_clip: float | None = None,
+    bc_coef: float = 0.0,
 ) -> tuple[Tensor, dict]:
     """Stale rollouts: ``behaviour_log_prob`` from the (older) policy version that acted,
     ``proximal_log_prob`` from the learner's weights when the batch arrived. With ``vf_coef`` > 0
     the batch's ``returns`` also train the value head (clipped around ``value`` with
     ``value_clip``), and ``ent_coef`` adds the entropy bonus: the whole PPO actor-critic loss, with
-    fresh rows (behaviour = proximal) getting exactly PPO's. ``mask`` weights rows in every term."""
-    out = policy({"obs": batch["obs"], "raw_actions": batch["raw_actions"]})
+    fresh rows (behaviour = proximal) getting exactly PPO's. ``mask`` weights rows in every term;
+    ``noise_scale`` [B] scores each row under the policy its actor explored with (std times the
+    scale: a robot exploring with a fraction of the noise), as its two stored log-probs are. With
+    ``bc_coef``, rows where ``bc_mask`` is 1 are demonstrations cloned towards ``bc_target`` (give
+    them ``mask`` 0: they are not RL rows)."""
+    out = policy(
+        {"obs": batch["obs"], "raw_actions": batch["raw_actions"], "noise_scale": batch.get("noise_scale")}
+    )
     mask = batch.get("mask")
     loss, stats = decoupled_ppo_loss(
         out["log_prob"],
@@ -90,6 +97,14 @@ def decoupled_ppo_objective(
     if ent_coef:
         loss = loss - ent_coef * ent
     stats["entropy"] = ent.detach()
+    if bc_coef and batch.get("bc_mask") is not None:
+        # RLinf-Co's auxiliary loss: rows with ``bc_mask`` are demonstrations (``bc_target``, env
+        # units), cloned by the policy's mean (L1 in the normalized space) beside the RL rows
+        per = (out["mean"] - policy.normalize_actions(batch["bc_target"])).abs().flatten(1).mean(-1)
+        bm = batch["bc_mask"]
+        bc = (per * bm).sum() / bm.sum().clamp_min(1.0)
+        loss = loss + bc_coef * bc
+        stats["bc_loss"] = bc.detach()
     return loss, stats
 
 

@@ -29,6 +29,22 @@ def symmetric_sample(
     return {k: torch.cat([a[k], b[k]], dim=0) for k in a}
 
 
+def share_sample(
+    main: ReplayBuffer,
+    other: ReplayBuffer,
+    batch_size: int,
+    share: float,
+    generator: torch.Generator | None = None,
+) -> tuple[dict[str, Tensor], int]:
+    """A batch with ``round(share * batch_size)`` transitions from ``other`` and the rest from
+    ``main`` (``symmetric_sample`` is share 0.5 with the demos as ``main``); all from ``main``
+    while ``other`` is empty. Returns the batch and how many of its rows came from ``other``."""
+    n_other = int(round(share * batch_size)) if len(other) else 0
+    n_other = min(n_other, batch_size) if len(main) else batch_size
+    parts = [b.sample(n, generator) for b, n in ((main, batch_size - n_other), (other, n_other)) if n]
+    return {k: torch.cat([p[k] for p in parts], dim=0) for k in parts[0]}, n_other
+
+
 def subset_min(q: Tensor, num_min: int, generator: torch.Generator | None = None) -> Tensor:
     """min over a random subset of ``num_min`` of the E critics in ``q[E, B]`` -> ``[1, B]``.
 

@@ -21,13 +21,14 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from calibration.store import CalibrationInvalid
     from rlinf_robot.errors import ConfigError, RobotUnreachable
     from rlinf_robot.orchestrator.metrics import own_wandb_service
 
     own_wandb_service()
     try:
         result = train(list(args.overrides), resume=args.resume, print_only=args.print_config)
-    except (ConfigError, RobotUnreachable) as e:
+    except (ConfigError, RobotUnreachable, CalibrationInvalid) as e:
         print(f"rlinf-robot train: {e}")
         return 2
     if result is None:

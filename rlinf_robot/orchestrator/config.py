@@ -10,6 +10,7 @@ reached.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any  # noqa: UP035 - OmegaConf's structured configs read these
@@ -17,7 +18,10 @@ from typing import Any  # noqa: UP035 - OmegaConf's structured configs read thes
 from rlinf_robot.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-MODES = ("hybrid", "sim_only", "real_only")
+#: hybrid: sim pre-training, then RL on real and sim rollouts in one loop; sim_only / real_only; cotrain:
+#: RLinf-Co's recipe (sim pre-training, real-arm demonstrations, then RL in sim with an auxiliary
+#: supervised loss on them), the baseline hybrid training is measured against.
+MODES = ("hybrid", "sim_only", "real_only", "cotrain")
 
 
 @dataclass
@@ -74,6 +78,9 @@ class HybridConfig:
     real_replay_dir: str = ""  # default: <run>/real_replay (point later jobs at it to reuse it)
     deterministic_real: bool = False  # act on the arm with the policy mean (no exploration)
     real_noise_scale: float = 0.3  # exploration on the arm: the policy's noise times this
+    real_demos: int = 20  # cotrain: demonstrations the task's scripted expert records on the arm
+    #: ... at this proportional gain (the sim's 1.5 makes it oscillate around goals on an arm that lags)
+    demo_gain: float = 0.2
 
 
 @dataclass
@@ -83,6 +90,9 @@ class BudgetConfig:
     pretrain_wall_s: float = 120.0  # hybrid: sim-only pre-training first
     pretrain_target: float = 0.95  # ... until this training success (last pretrain_window episodes)
     pretrain_window: int = 32
+    #: stop training once the sim's training success over the last ``pretrain_window`` episodes
+    #: reaches this (None: run the whole budget); the stopping rule of benchmarks/learning_speed.py
+    target_success: float | None = None
 
 
 @dataclass
@@ -97,6 +107,10 @@ class RunConfig:
     dir: str = "runs"
     id: str | None = None
     resume: str | None = None  # a run dir: continue its step count from its last checkpoint
+    #: a run dir whose last checkpoint (weights and optimizer) a new run starts from, pre-training
+    #: skipped: fine-tune a sim-trained policy on the arm (``rlinf-robot session``'s hybrid stage).
+    #: A resumed run continues from its own checkpoint and ignores it.
+    init_from: str | None = None
     checkpoint_every: int = 5  # updates
     wandb: str = "offline"  # offline | online | disabled
     progress: bool = True
@@ -105,6 +119,45 @@ class RunConfig:
     #: Write every real episode (training and evaluation) as a LeRobot v3.0 dataset in
     #: <run>/datasets/<robot>/ (docs/training.md, "Recorded datasets")
     record_real: bool = True
+
+
+@dataclass
+class CalibrationConfig:
+    """Calibration records a job trains with, checked before anything starts; their ids go into the
+    run's manifest."""
+
+    store: str = ""  # the calibration store's root (default: rlinf-robot's own, see docs/calibration.md)
+    #: a sysid record id, or ``latest``: the training sim's dynamics are randomized around its fit
+    #: (``DomainRandomization.from_sysid``); empty: the sim's own randomization settings
+    sysid: str = ""
+    #: a hand-eye record id, or ``latest``: the training sim's camera (wrist for eye-in-hand, front
+    #: for eye-to-hand) is placed at its calibrated pose, with the field of view of the intrinsics
+    #: record it names; empty: the scene's own cameras
+    camera: str = ""
+    require: list[str] = field(default_factory=list)  # record kinds that must be valid (e.g. [handeye])
+    force: bool = False  # start despite stale or out-of-bounds records (they are still named)
+
+
+#: ``rlinf-robot session``'s stages, in the order they run (rlinf_robot/orchestrator/session.py).
+SESSION_STAGES = ("calibrate", "sysid", "sim", "nominal", "hybrid", "eval")
+
+
+@dataclass
+class SessionConfig:
+    """``rlinf-robot session`` (``conf/session.yaml``); ``train`` and ``eval`` ignore it."""
+
+    stages: list[str] = field(default_factory=lambda: list(SESSION_STAGES))
+    robot_serial: str = "fr3-sim"  # the arm's records in the calibration store
+    camera_serial: str = "sim-camera"
+    #: redo calibrations even when valid records exist (stale ones stop the session otherwise)
+    recalibrate: bool = False
+    calibrate_views: int = 12  # embedded default: rendered ChArUco views for intrinsics
+    calibrate_poses: int = 10  # ... and arm poses for hand-eye
+    sysid_host: str = ""  # a real arm's FCI address for the excitation (franky); empty: franka-sim
+    sysid_duration_s: float = 4.0
+    sysid_max_evals: int = 2
+    sim_wall_s: float = 90.0  # the sim stage's training budget (sysid-randomized sim)
+    hybrid_wall_s: float = 180.0  # the hybrid stage's (from the sim stage's checkpoint)
 
 
 @dataclass
@@ -121,6 +174,8 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     run: RunConfig = field(default_factory=RunConfig)
     cluster: dict[str, Any] = field(default_factory=dict)  # a conf/cluster/*.yaml (SchedulerConfig)
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    session: SessionConfig = field(default_factory=SessionConfig)
 
     @property
     def uses_sim(self) -> bool:
@@ -129,6 +184,16 @@ class TrainConfig:
     @property
     def uses_arm(self) -> bool:
         return self.mode != "sim_only"
+
+    @property
+    def trains_on_arm(self) -> bool:
+        """Whether RL rollouts run on the arm (cotrain only takes demonstrations and evaluates there)."""
+        return self.mode in ("hybrid", "real_only")
+
+    @property
+    def pretrains(self) -> bool:
+        """Modes that pre-train in sim first and measure that policy on the arm (the baseline)."""
+        return self.mode in ("hybrid", "cotrain")
 
     @property
     def sim_env(self) -> str:
@@ -156,6 +221,19 @@ class TrainConfig:
             bad.append(f"hybrid.real_fraction must be in [0, 1], got {self.hybrid.real_fraction}")
         if self.mode == "hybrid" and not 0.0 < self.hybrid.real_fraction < 1.0:
             bad.append("hybrid.real_fraction must be in (0, 1) for a hybrid job")
+        if self.mode == "cotrain" and self.algorithm.get("name") != "ppo":
+            bad.append(
+                f"mode=cotrain (RLinf-Co) trains with algorithm=ppo, got {self.algorithm.get('name')!r}"
+            )
+        if self.algorithm.get("name") in ("sac", "rlpd") and self.policy.name != "mlp":
+            bad.append(
+                f"algorithm={self.algorithm.get('name')} trains the mlp policy (a tanh-squashed Gaussian "
+                f"with a state critic); policy={self.policy.name} trains with algorithm=ppo"
+            )
+        if not self.hybrid.demo_gain > 0:
+            bad.append(f"hybrid.demo_gain must be positive, got {self.hybrid.demo_gain}")
+        if self.mode == "cotrain" and self.hybrid.real_demos < 1:
+            bad.append("mode=cotrain needs hybrid.real_demos >= 1")
         if self.hybrid.max_staleness < 0:
             bad.append(f"hybrid.max_staleness must be >= 0, got {self.hybrid.max_staleness}")
         if self.sim.num_envs < 1 or self.sim.num_envs % max(self.sim.num_shards, 1):
@@ -168,12 +246,18 @@ class TrainConfig:
             bad.append(f"mode={self.mode} needs an arm: robot.kind must be sim_local or remote")
         if self.uses_arm and self.robot.kind == "remote" and not self.robot.endpoints:
             bad.append("robot.kind=remote needs robot.endpoints (tcp://robot-pc:5555, ...)")
+        t = self.budget.target_success
+        if t is not None and not (0.0 < t <= 1.0 and self.uses_sim):
+            bad.append(f"budget.target_success must be in (0, 1] and needs sim training, got {t}")
         if self.budget.wall_s is None and self.budget.updates is None:
             bad.append("set budget.wall_s or budget.updates (or both)")
         if self.run.checkpoint_every < 1:
             bad.append(f"run.checkpoint_every must be >= 1, got {self.run.checkpoint_every}")
         if self.run.wandb not in ("offline", "online", "disabled"):
             bad.append(f"run.wandb must be offline, online or disabled, got {self.run.wandb!r}")
+        unknown_stages = sorted(set(self.session.stages) - set(SESSION_STAGES))
+        if unknown_stages:
+            bad.append(f"session.stages: unknown {unknown_stages}; stages are {list(SESSION_STAGES)}")
         if not self.algorithm.get("name"):
             bad.append("algorithm.name is missing (algorithm=ppo, ...)")
         if bad:
@@ -192,6 +276,7 @@ def compose(overrides: list[str] | tuple[str, ...] = (), config_name: str = "tra
     from omegaconf.errors import OmegaConfBaseException
 
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+    _check_group_overrides(overrides)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
@@ -203,7 +288,34 @@ def compose(overrides: list[str] | tuple[str, ...] = (), config_name: str = "tra
         raise ConfigError(f"train config: {_one_line(e)}") from None
     finally:
         GlobalHydra.instance().clear()
+    extra = _extra_keys(obj)
+    if extra:  # ``+key=value`` adds keys Hydra's struct mode lets through; the schema has none of them
+        raise ConfigError(
+            f"train config: unknown key(s) {extra} (a typo? `+` adds keys the schema does not have)"
+        )
     return obj.check()
+
+
+def _check_group_overrides(overrides: list[str] | tuple[str, ...]) -> None:
+    """A config group (``robot``, ``mode``, ...) needs an option's name: Hydra's own error for
+    ``mode=null`` names no key."""
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        group = key.lstrip("+~")
+        if sep and (CONF_DIR / group).is_dir() and value.strip() in ("", "null", "None"):
+            options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+            raise ConfigError(f"train config: {group} must name one of {options}, got {value.strip()!r}")
+
+
+def _extra_keys(obj: Any, prefix: str = "") -> list[str]:
+    """Attributes of the composed dataclasses that are not fields of their schema."""
+    if not dataclasses.is_dataclass(obj):
+        return []
+    names = {f.name for f in dataclasses.fields(obj)}
+    out = [prefix + k for k in vars(obj) if k not in names]
+    for f in dataclasses.fields(obj):
+        out += _extra_keys(getattr(obj, f.name), f"{prefix}{f.name}.")
+    return out
 
 
 def to_yaml(cfg: TrainConfig) -> str:

@@ -26,7 +26,6 @@ import shutil
 import signal
 import threading
 import time
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,15 +33,17 @@ from typing import Any
 import numpy as np
 
 from rlinf_robot.errors import ConfigError
-from rlinf_robot.orchestrator import ppo
 from rlinf_robot.orchestrator.buffer import EpisodeStore, SourceBuffer
 from rlinf_robot.orchestrator.config import TrainConfig, from_yaml, to_yaml
+from rlinf_robot.orchestrator.recipe import BatchInfo, make_recipe
 from rlinf_robot.orchestrator.stats import Rate, wilson
 
 log = logging.getLogger(__name__)
 KEEP_CHECKPOINTS = 3
 #: Arm evaluations draw their goals from this seed (+ rank): never a training episode's goals.
 ARM_EVAL_SEED = 1_000_003
+#: ... and real demonstrations (mode=cotrain) from this one.
+DEMO_SEED = 2_000_003
 
 
 @dataclass
@@ -99,10 +100,16 @@ def _raise_interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint ``checkpoints/latest`` names in a run dir, or None before the first one."""
+    marker = run_dir / "checkpoints" / "latest"
+    return run_dir / "checkpoints" / marker.read_text().strip() if marker.exists() else None
+
+
 class TrainJob:
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg
-        self.settings = ppo.PPOSettings.from_mapping(cfg.algorithm)
+        self.recipe = make_recipe(cfg.algorithm)  # how this job learns (ppo, sac, rlpd)
         self.resumed = cfg.run.resume is not None
         self.endpoints: list[str] = list(cfg.robot.endpoints)
         self.sources = [
@@ -110,11 +117,18 @@ class TrainJob:
             for n in (cfg.robot.names or [f"arm{i}" for i in range(max(1, len(cfg.robot.endpoints)))])
         ]
         self.sim_source = f"sim:{cfg.task.name}"
+        from rlinf_robot.envs.tasks import make_task
+
+        #: what the policy reads beside the state (sim and arm observations carry the task's own)
+        self.instruction = make_task(cfg.task.name, **cfg.task.options).instruction
         if cfg.uses_arm and cfg.robot.kind != "sim_local":
             self._check_robots_answer()
+        self.calibration_ids, self.sim_randomization, self.sim_cameras = self._calibration()
+        self.init_checkpoint = self._init_checkpoint()
         self.run_dir = self._run_dir()
         self.state = JobState()
         self.robot = None  # RobotUpProcess of the embedded robot PC
+        self._robot_config: Path | None = None  # its YAML, written at set-up; launched by _launch_robot
         self.scheduler = None
         self.groups: dict[str, Any] = {}
         self.buffer = SourceBuffer(cfg.hybrid.max_staleness)
@@ -123,8 +137,10 @@ class TrainJob:
         self.progress = None
         self.eval: dict[str, Any] = {}
         self.real_curve: list[dict[str, Any]] = []  # every real episode: time, success, version
-        self._rng = np.random.default_rng(cfg.seed)
+        self.demos: dict[str, np.ndarray] | None = None  # cotrain: the real demonstrations' rows
+        self.rng = np.random.default_rng(cfg.seed)
         self._stop = threading.Event()
+        self._finish = threading.Event()  # finish_training(): end the training phase early
         self._t0 = time.monotonic()
         self._sim = None
         self._eval_only = False
@@ -145,7 +161,7 @@ class TrainJob:
         from rlinf_robot.orchestrator.manifest import manifest
 
         text = to_yaml(self.cfg)
-        data = manifest(text, self.endpoints, calibration_ids=[])
+        data = manifest(text, self.endpoints, calibration_ids=self.calibration_ids)
         path = self.run_dir / "manifest.json"
         if not self.resumed:
             (self.run_dir / "config.yaml").write_text(text)
@@ -156,6 +172,47 @@ class TrainJob:
         if not self._eval_only:  # a resume is recorded with what it ran with
             self.manifest.setdefault("resumes", []).append(data)
             path.write_text(json.dumps(self.manifest, indent=2))
+
+    def _calibration(self) -> tuple[list[str], dict[str, Any] | None, dict[str, Any]]:
+        """The records this job uses (``calibration.*``): required kinds checked (stale or
+        out-of-bounds stops the job with the reason unless ``force``), the sysid record's fit and the
+        hand-eye record's camera for the training sim. Returns their ids, the sim's
+        ``randomization`` (None: unchanged) and its ``camera_poses`` (empty: the scene's own)."""
+        c = self.cfg.calibration
+        if not c.require and not c.sysid and not c.camera:
+            return [], None, {}
+        from calibration.session import camera_poses_from_records, dynamics_fit_from_record
+        from calibration.store import CalibrationStore
+
+        store = CalibrationStore(c.store or None)
+        ids = [i for i in store.require(tuple(c.require), force=c.force).values() if i]
+        fit, cameras = None, {}
+        if c.sysid:
+            rec = self._usable_record(store, "sysid", c.sysid)
+            fit = dynamics_fit_from_record(rec).to_dict()
+            ids.append(rec.id)
+        if c.camera:
+            rec = self._usable_record(store, "handeye", c.camera)
+            intrinsics_id = rec.payload.get("intrinsics_id") or ""
+            intrinsics = self._usable_record(store, "intrinsics", intrinsics_id) if intrinsics_id else None
+            cameras = camera_poses_from_records(rec, intrinsics)
+            ids += [rec.id] + ([intrinsics.id] if intrinsics is not None else [])
+        return sorted(set(ids)), fit, cameras
+
+    def _usable_record(self, store, kind: str, which: str):
+        """Record ``which`` (an id, or ``latest``) of ``kind``; stale or out of bounds stops the
+        job with the reason unless ``calibration.force``."""
+        from calibration.store import CalibrationInvalid
+
+        rec = store.latest(kind) if which == "latest" else store.get(which)
+        if rec is None:
+            raise CalibrationInvalid(f"calibration: no {kind} record in {store.root}")
+        problems = rec.problems()
+        if problems and not self.cfg.calibration.force:
+            raise CalibrationInvalid(
+                f"calibration {rec.id}: {'; '.join(problems)} (or calibration.force=true)"
+            )
+        return rec
 
     def _check_robots_answer(self) -> None:
         """Each remote robot's bridge answers a heartbeat, or one error naming the endpoint, before
@@ -181,10 +238,10 @@ class TrainJob:
         if cfg.uses_arm and cfg.robot.kind == "sim_local":
             from rlinf_robot.orchestrator import robot_pc
 
-            self.robot, endpoint = robot_pc.start(
-                cfg.robot.config, cfg.robot.overrides, self.run_dir, cfg.robot.ready_timeout_s
-            )
+            self._robot_config, endpoint = robot_pc.prepare(cfg.robot, self.run_dir)
             self.endpoints = [endpoint]
+            if not self._pretraining_ahead():  # else it starts when pre-training ends (_bring_up_robot)
+                self._launch_robot()
         self._write_manifest()
         self._say(f"run dir {self.run_dir}")
         self._start_workers()
@@ -200,6 +257,15 @@ class TrainJob:
         )
         if self.resumed:
             self._restore_checkpoint()
+        elif self.init_checkpoint is not None and not self._eval_only:
+            self._init_from(self.init_checkpoint)
+        if not self.resumed and cfg.hybrid.real_replay_dir and not self._eval_only:
+            earlier = self.replay.read_all()
+            if earlier:
+                used = self.recipe.reuse(self, earlier)
+                self._say(
+                    f"real replay {self.replay.root}: {len(earlier)} earlier episodes, {used} trained on"
+                )
         self._push_weights()
 
     def _cluster_config(self) -> dict[str, Any]:
@@ -232,7 +298,8 @@ class TrainJob:
         self.scheduler = Scheduler(SchedulerConfig.from_dict(self._cluster_config()))
         # With the robot PC on this machine (the embedded default) the learner's workers yield the
         # CPU to the arm's loops (franka-sim, franka_node, bridge_node), as separate machines would.
-        learner_env = {"RLINF_WORKER_NICE": str(cfg.run.learner_nice)} if self.robot is not None else {}
+        local = self._robot_config is not None
+        learner_env = {"RLINF_WORKER_NICE": str(cfg.run.learner_nice)} if local else {}
         self._say(
             f"cluster up: placement {self.scheduler.config.mode}, groups "
             f"{', '.join(f'{g.name} x{g.num_ranks}' for g in self.scheduler.config.groups)}"
@@ -249,6 +316,11 @@ class TrainJob:
         specs = None
         if cfg.uses_sim:
             sim_kwargs = cfg.sim_make_kwargs()
+            if self.sim_randomization is not None:  # dynamics around the sysid record's fit
+                sim_kwargs["randomization"] = self.sim_randomization
+            if self.sim_cameras:  # cameras where calibration found the real ones
+                sim_kwargs["camera_poses"] = self.sim_cameras
+                self._say(f"training sim: {', '.join(self.sim_cameras)} camera placed by calibration")
             env = self.scheduler.launch(
                 "env",
                 SimEnvWorker,
@@ -274,9 +346,10 @@ class TrainJob:
                     policy=cfg.policy.name,
                     policy_kwargs=policy_kwargs,
                     seed=cfg.seed,
+                    obs_spec=spec["obs_spec"],
                 ),
             )
-            specs = (action_spec, spec["state_dim"])
+            specs = (action_spec, spec["state_dim"], spec["obs_spec"])
         if cfg.uses_arm:
             r_action, r_obs = RealRobotEnv.specs(RealEnvConfig.from_dict(real_env))
             if specs is not None and (
@@ -288,7 +361,7 @@ class TrainJob:
                     f"the sim env ({cfg.sim_env}) and the arm disagree on actions or state "
                     f"({specs[0].shape}/{specs[1]} vs {r_action.shape}/{r_obs.state_shape[0]})"
                 )
-            specs = specs or (r_action, r_obs.state_shape[0])
+            specs = specs or (r_action, r_obs.state_shape[0], r_obs)
             # concurrent methods: stats / stop / take_episodes answer while an episode or an
             # evaluation runs (the worker's own state is guarded for that)
             self.groups["real"] = self.scheduler.launch(
@@ -308,21 +381,12 @@ class TrainJob:
                     record_dir=str(self.run_dir / "datasets") if cfg.run.record_real else "",
                 ),
             )
-        objective, objective_cfg = self.settings.objective()
-        self.groups["actor"] = self.scheduler.launch(
-            "actor",
-            ActorWorker,
-            env=learner_env,
-            kwargs=dict(
-                policy=cfg.policy.name,
-                policy_cfg={"action_spec": specs[0], "state_dim": specs[1], **policy_kwargs},
-                objective=objective,
-                objective_cfg=objective_cfg,
-                trainer=self.settings.trainer(),
-                seed=cfg.seed,
-            ),
+        worker, kwargs = self.recipe.actor(
+            cfg.policy.name, {"action_spec": specs[0], "obs_spec": specs[2], **policy_kwargs}, cfg.seed
         )
-        self.groups["actor"].call("setup").wait(300)
+        self.groups["actor"] = self.scheduler.launch("actor", worker, env=learner_env, kwargs=kwargs)
+        if worker is ActorWorker:
+            self.groups["actor"].call("setup").wait(300)
 
     # ================================================================== the loop
     def run(self) -> JobResult:
@@ -334,13 +398,10 @@ class TrainJob:
         try:
             self.setup()
             self._start_progress()
-            if self.cfg.mode == "hybrid" and not self.state.pretrained:
+            if self.cfg.pretrains and not self.state.pretrained:
                 self._pretrain()
-            if (
-                self.cfg.mode == "hybrid"
-                and self.state.baseline is None
-                and self.cfg.eval.baseline_arm_episodes
-            ):
+            self._bring_up_robot()
+            if self.cfg.pretrains and self.state.baseline is None and self.cfg.eval.baseline_arm_episodes:
                 self.state.baseline = self._evaluate_arm(
                     self.cfg.eval.baseline_arm_episodes, "baseline (sim-only policy)"
                 )
@@ -359,6 +420,12 @@ class TrainJob:
                 report = self._report(interrupted)
             self.shutdown()
         return JobResult(self.run_dir, self.state, self.eval, interrupted, report)
+
+    def finish_training(self) -> None:
+        """End the training phase at the next update boundary, then checkpoint, evaluate and
+        report as at the end of the budget (from another thread: a UI, a test that has seen what
+        it waited for). Unlike an interrupt, the run ends normally."""
+        self._finish.set()
 
     def evaluate_only(self, on: tuple[str, ...] = ("sim", "arm")) -> dict[str, Any]:
         """``rlinf-robot eval``: the run's last checkpoint on sim and/or the arm, nothing trained."""
@@ -397,10 +464,7 @@ class TrainJob:
         start = time.monotonic()
         while time.monotonic() - start < b.pretrain_wall_s:
             self._update(use_real=False)
-            if (
-                self._sim.success(b.pretrain_window) >= b.pretrain_target
-                and len(self._sim.finished) >= b.pretrain_window
-            ):
+            if self._sim_solved(b.pretrain_target):
                 break
             if self._stop.is_set():
                 raise KeyboardInterrupt
@@ -410,8 +474,63 @@ class TrainJob:
             f"{self._sim.success(b.pretrain_window):.2f}"
         )
 
+    def _check_robot_alive(self) -> None:
+        """An embedded robot PC that exited stops the job with its output (the arm's workers would
+        otherwise retry a dead endpoint until their timeouts)."""
+        if self.robot is not None and self.robot.proc.poll() is not None:
+            from rlinf_robot.errors import RobotUnreachable
+
+            raise RobotUnreachable(
+                f"the embedded robot PC exited (code {self.robot.proc.returncode}); its last output:\n"
+                + self.robot.tail(25)
+            )
+
+    def _await_arm(self, call, timeout_s: float) -> list[Any]:
+        """``call.wait`` for a real-worker call, checking meanwhile that the robot PC still runs."""
+        from rlinf_robot.scheduler.errors import WorkerTimeout
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return call.wait(min(5.0, max(deadline - time.monotonic(), 0.1)))
+            except WorkerTimeout:
+                self._check_robot_alive()
+                if time.monotonic() >= deadline:
+                    raise
+
+    def _pretraining_ahead(self) -> bool:
+        return (
+            self.cfg.pretrains
+            and not self.state.pretrained
+            and self.init_checkpoint is None
+            and self.cfg.budget.pretrain_wall_s > 0
+        )
+
+    def _launch_robot(self) -> None:
+        if self._robot_config is not None and self.robot is None:
+            from rlinf_robot.orchestrator import robot_pc
+
+            self.robot = robot_pc.launch(self._robot_config, self.cfg.robot.ready_timeout_s)
+
+    def _bring_up_robot(self) -> None:
+        """The embedded robot PC starts after sim pre-training (it would take most of a 2-core
+        machine's CPU from it), and sim training goes on while its processes come up."""
+        if self._robot_config is None or self._eval_only:
+            return
+        started = self.robot is None
+        self._launch_robot()
+        if started and self.cfg.uses_sim and self.cfg.pretrains:
+            self._say("robot PC starting; sim training goes on until it is up")
+            deadline = time.monotonic() + self.cfg.robot.ready_timeout_s
+            while not self.robot.ready() and time.monotonic() < deadline:
+                self._update(use_real=False)
+                if self._stop.is_set():
+                    raise KeyboardInterrupt
+        self._wait_robot()
+
     def _wait_robot(self) -> None:
-        """The embedded robot PC was started in the background at set-up: wait until it is up."""
+        """Wait until the embedded robot PC is up (launching it first if it was not)."""
+        self._launch_robot()
         if self.robot is not None and not getattr(self, "_robot_ready", False):
             pids = self.robot.wait_ready(self.cfg.robot.ready_timeout_s)
             self._robot_ready = True
@@ -421,7 +540,9 @@ class TrainJob:
         cfg, b = self.cfg, self.cfg.budget
         self.state.phase = "train"
         real = self.groups.get("real")
-        if real is not None:
+        if real is not None and cfg.mode == "cotrain" and self.demos is None:
+            self._record_demos()
+        if real is not None and cfg.trains_on_arm:
             self._wait_robot()
             real.call("start").wait(60)
         start_update, start = self.state.update, time.monotonic()
@@ -432,14 +553,56 @@ class TrainJob:
                 break
             if b.updates is not None and self.state.update - start_update >= b.updates:
                 break
+            if self._finish.is_set():
+                self._say(f"training ended on request after {self.state.update} updates")
+                break
+            if b.target_success is not None and self._sim_solved(b.target_success):
+                self._say(
+                    f"target reached after {self.state.update} updates: sim training success "
+                    f"{self._sim.success(b.pretrain_window):.2f} over the last {b.pretrain_window} episodes"
+                )
+                break
             if not cfg.uses_sim and not self._wait_real(
                 cfg.hybrid.min_real_episodes, b.wall_s - elapsed if b.wall_s else 600
             ):
                 continue
-            self._update(use_real=cfg.uses_arm)
+            self._update(use_real=cfg.trains_on_arm)
             self.state.train_wall_s = used + time.monotonic() - start
             if self.state.update % cfg.run.checkpoint_every == 0:
                 self._checkpoint()
+
+    def _sim_solved(self, target: float) -> bool:
+        """The sim's training success over the last ``pretrain_window`` episodes is >= target."""
+        window = self.cfg.budget.pretrain_window
+        sim = self._sim  # None until the first sim rollout
+        return sim is not None and len(sim.finished) >= window and sim.success(window) >= target
+
+    def _record_demos(self) -> None:
+        """RLinf-Co: the task's scripted expert records ``hybrid.real_demos`` episodes on the arm
+        (kept in ``real_demos/`` and reused on ``--resume``); the successful ones are the rows of
+        the auxiliary supervised loss for the rest of the run."""
+        store = EpisodeStore(self.run_dir / "real_demos")
+        episodes = store.read_all()
+        if not episodes:
+            self._wait_robot()
+            real = self.groups["real"]
+            real.call("stop").wait(120)
+            n = self.cfg.hybrid.real_demos
+            self._say(f"real demonstrations: the scripted expert, {n} episodes on the arm")
+            per_rank = -(-n // len(real.actors))
+            call = real.call("evaluate", per_rank, True, 900.0, DEMO_SEED, True, self.cfg.hybrid.demo_gain)
+            episodes = [ep for eps in self._await_arm(call, 3600) for ep in eps]
+            for ep in episodes:
+                store.write(ep)
+        good = [ep for ep in episodes if ep["meta"]["success"] and not ep["meta"]["aborted"]]
+        if not good:
+            raise RuntimeError(f"none of the {len(episodes)} expert demonstrations on the arm succeeded")
+        from rlinf_robot.orchestrator.ppo import demo_rows
+
+        self.demos = demo_rows(good)
+        self._say(
+            f"real demonstrations: {len(good)}/{len(episodes)} successful, {len(self.demos['state'])} rows"
+        )
 
     def _wait_real(self, episodes: int, timeout_s: float) -> bool:
         """real_only: wait until ``episodes`` new usable episodes are in the buffer."""
@@ -454,57 +617,19 @@ class TrainJob:
 
     # ------------------------------------------------------------------ one update
     def _update(self, use_real: bool) -> dict[str, Any]:
-        cfg, s = self.cfg, self.settings
+        """One update: a sim rollout, the real episodes that arrived, the recipe's learning step
+        (``orchestrator.ppo`` / ``orchestrator.sac``), the weights pushed to every worker."""
         t0 = time.monotonic()
-        actor = self.groups["actor"]
         timing: dict[str, float] = {}
         traj = None
-        if cfg.uses_sim:
+        if self.cfg.uses_sim:
             traj = self._sim_rollout()
             timing["rollout_s"] = time.monotonic() - t0
+        if use_real:
+            self._check_robot_alive()
         episodes = self._take_real() if use_real else []
-        fresh = self.buffer.fresh(self.state.version, cfg.hybrid.max_real_uses) if use_real else []
-        # the learner's current view of what it trains on: values (GAE) and proximal log-probs
-        eval_obs, slices = [], {}
-        if traj is not None:
-            T, N = traj["rewards"].shape
-            slices["final"] = (0, T * N)
-            slices["last"] = (T * N, T * N + N)
-            eval_obs += [traj["final_states"].reshape(T * N, -1), traj["states"][-1]]
-        at = sum(len(x) for x in eval_obs)
-        for i, ep in enumerate(fresh):
-            n = len(ep["rewards"])
-            slices[i] = (at, at + n + 1)
-            eval_obs += [ep["states"][:-1], ep["final_state"][None]]
-            at += n + 1
-        values = {}
-        if eval_obs:
-            states = np.concatenate(eval_obs).astype(np.float32)
-            raw = self._eval_raw(traj, fresh, len(states))
-            obs = {"state": states, "images": {}, "instruction": []}
-            out = actor.call("evaluate", {"obs": obs, "raw_actions": raw}).wait(300)[0]  # collective
-            values, logps = out["value"], out.get("log_prob")
-        if traj is not None:
-            a, b_ = slices["final"]
-            c, d = slices["last"]
-            sim = ppo.sim_rows(traj, values[a:b_].reshape(T, N), values[c:d], s)
-        else:
-            sim = None
-        real_parts = []
-        for i, ep in enumerate(fresh):
-            a, b_ = slices[i]
-            real_parts.append(
-                ppo.episode_rows(ep, values[a : b_ - 1], logps[a : b_ - 1], float(values[b_ - 1]), s)
-            )
-        real = ppo.concat_rows(real_parts) if real_parts else None
-        rows = ppo.mix(sim, real, cfg.hybrid.real_fraction if use_real else 0.0, self._rng)
-        batch = ppo.to_batch(rows)
-        seed = zlib.crc32(f"{cfg.seed}/{self.state.update}".encode())
         t1 = time.monotonic()
-        stats = actor.call("train_epochs", batch, s.epochs, s.minibatch_size, seed, s.target_kl).wait(600)[0]
-        actor.call(
-            "update_obs_norm", rows["state"][~rows["real"]] if (~rows["real"]).any() else rows["state"]
-        ).wait(120)
+        stats, info = self.recipe.update(self, traj, episodes, use_real)
         timing["train_s"] = time.monotonic() - t1
         self.state.update += 1
         self.state.version += 1
@@ -513,28 +638,10 @@ class TrainJob:
         timing["sync_s"] = time.monotonic() - t2
         dt = time.monotonic() - t0
         self.state.wall_s += dt
-        row = self._metrics_row(traj, episodes, rows, stats, timing, dt)
+        row = self._metrics_row(traj, episodes, info, stats, timing, dt)
         self.metrics.log(row)
         self._show(row)
         return row
-
-    def _eval_raw(self, traj, fresh, n_states: int) -> np.ndarray:
-        """Raw actions aligned with the states sent for evaluation (zeros where only V is needed)."""
-        shape = None
-        if traj is not None:
-            shape = traj["raw_actions"].shape[2:]
-        elif fresh:
-            shape = fresh[0]["raw_actions"].shape[1:]
-        raw = np.zeros((n_states, *shape), np.float32)
-        at = 0
-        if traj is not None:
-            T, N = traj["rewards"].shape
-            at = T * N + N
-        for ep in fresh:
-            n = len(ep["rewards"])
-            raw[at : at + n] = ep["raw_actions"]
-            at += n + 1
-        return raw
 
     def _sim_rollout(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -543,7 +650,7 @@ class TrainJob:
         results = env.call(
             "rollout",
             rollout.actors[0],
-            self.settings.num_steps,
+            self.recipe.num_steps,
             cfg.sim.stages,
             True,
             False,
@@ -602,7 +709,7 @@ class TrainJob:
                 push_weights(actor, self.groups[name], self.state.version)
 
     # ------------------------------------------------------------------ metrics
-    def _metrics_row(self, traj, episodes, rows, stats, timing, dt) -> dict[str, Any]:
+    def _metrics_row(self, traj, episodes, info: BatchInfo, stats, timing, dt) -> dict[str, Any]:
         st = self.state
         row: dict[str, Any] = {
             "update": st.update,
@@ -613,11 +720,10 @@ class TrainJob:
             **timing,
         }
         row.update({f"train/{k}": v for k, v in stats.items()})
-        real_rows = int(rows["real"].sum())
-        row["batch/rows"] = len(rows["real"])
-        row["batch/real_share"] = real_rows / max(len(rows["real"]), 1)
-        if real_rows:
-            row["batch/real_policy_lag"] = float(np.mean(st.version - 1 - rows["versions"][rows["real"]]))
+        row["batch/rows"] = info.rows
+        row["batch/real_share"] = info.real_rows / max(info.rows, 1)
+        if info.real_policy_lag is not None:
+            row["batch/real_policy_lag"] = info.real_policy_lag
         if traj is not None:
             new = self._sim.update(traj)
             src = self.sim_source
@@ -669,30 +775,47 @@ class TrainJob:
             shutil.rmtree(old, ignore_errors=True)
         return path
 
-    def _latest_checkpoint(self) -> Path | None:
-        marker = self.run_dir / "checkpoints" / "latest"
-        return self.run_dir / "checkpoints" / marker.read_text().strip() if marker.exists() else None
+    def _same_policy_and_task(self, run: Path, key: str) -> None:
+        """A checkpoint of ``run`` fits this job only if it trained the same policy on the same task."""
+        saved = from_yaml(run / "config.yaml")
+        if saved.policy != self.cfg.policy or saved.task != self.cfg.task:
+            raise ConfigError(f"{key}: {run} trained another policy or task (see its config.yaml)")
+
+    def _init_checkpoint(self) -> Path | None:
+        """``run.init_from``'s last checkpoint, checked before anything starts."""
+        if not self.cfg.run.init_from or self.resumed:
+            return None
+        run = Path(self.cfg.run.init_from)
+        ckpt = latest_checkpoint(run)
+        if ckpt is None or not (run / "config.yaml").exists():
+            raise ConfigError(f"run.init_from: {run} is not a run dir with a checkpoint (checkpoints/latest)")
+        self._same_policy_and_task(run, "run.init_from")
+        return ckpt
+
+    def _init_from(self, ckpt: Path) -> None:
+        """Start from another run's checkpoint (its actor: weights, optimizer), pre-training
+        skipped: that run was the pre-training."""
+        self.groups["actor"].call("load_checkpoint", str(ckpt / "actor")).wait(300)
+        self.state.pretrained = True
+        self._say(f"starting from {ckpt.parent.parent.name}'s checkpoint {ckpt.name}")
 
     def _load_state(self) -> None:
-        ckpt = self._latest_checkpoint()
+        ckpt = latest_checkpoint(self.run_dir)
         if ckpt is None:
             raise ConfigError(f"run.resume: {self.run_dir} has no checkpoint yet")
         raw = json.loads((ckpt / "state.json").read_text())
         raw.pop("buffer", None)
         raw.pop("config_hash", None)
         self.state = JobState(**raw)
-        saved = from_yaml(self.run_dir / "config.yaml")
-        if saved.policy != self.cfg.policy or saved.task != self.cfg.task:
-            raise ConfigError("run.resume: the policy and task must be the run's own (see its config.yaml)")
+        self._same_policy_and_task(self.run_dir, "run.resume")
 
     def _restore_checkpoint(self) -> None:
-        ckpt = self._latest_checkpoint()
+        ckpt = latest_checkpoint(self.run_dir)
         step = self.groups["actor"].call("load_checkpoint", str(ckpt / "actor")).wait(300)[0]
-        for ep in self.replay.read_all():  # the persistent real replay: kept across runs
-            self.buffer.add(ep)
+        used = self.recipe.restore(self, self.replay.read_all())  # the persistent real replay
         self._say(
             f"resumed {self.run_dir.name} at update {self.state.update} (optimizer step {step}, "
-            f"policy version {self.state.version}, {len(self.buffer.episodes)} real episodes on disk)"
+            f"policy version {self.state.version}, {used} real episodes from disk)"
         )
 
     # ================================================================== evaluation
@@ -749,7 +872,7 @@ class TrainJob:
         self._say(f"arm eval ({what}): {episodes} episodes, deterministic")
         per_rank = -(-episodes // len(real.actors))
         # held-out goals, the same for the baseline and the final policy (paired), never a training one
-        evaluated = real.call("evaluate", per_rank, True, 900.0, ARM_EVAL_SEED).wait(3600)
+        evaluated = self._await_arm(real.call("evaluate", per_rank, True, 900.0, ARM_EVAL_SEED), 3600)
         results = [ep for eps in evaluated for ep in eps]
         wins = sum(ep["meta"]["success"] for ep in results)
         rate = wilson(wins, len(results))

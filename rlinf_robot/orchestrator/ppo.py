@@ -4,70 +4,58 @@ Sim data is on-policy: the rollout worker acted with the learner's current weigh
 behaviour log-prob is also the proximal one. Real episodes were acted a few versions ago on the
 arm: the learner evaluates them with its current weights (values for GAE, ``proximal_log_prob``)
 and ``decoupled_ppo`` weights each real row by ``min(pi_prox / mu, rho_max)`` (Hilton et al. 2022).
-Fresh rows get exactly PPO's loss only when the arm explores with the policy's own noise
-(``real_noise_scale`` 1): with narrower noise ``mu`` is the narrower Gaussian, ``pi_prox / mu`` is
-far below 1 for a typical draw (~0.04 per row at the default 0.3, measured from a run's
-``mean_is_weight``), and real rows steer the policy little while still training the critic. Each batch holds ``real_fraction`` of its rows from the arm,
+The arm explores with a fraction of the policy's noise (``real_noise_scale``): its behaviour policy
+is the policy with every std times that scale, and real rows are scored under exactly that policy
+(``noise_scale`` per row, in the stored behaviour log-prob, the proximal one and the loss alike),
+so a fresh real row gets PPO's loss for the policy the arm runs. Scored under the full-width policy
+instead, ``pi_prox / mu`` of a typical draw is ~``scale ** dims`` (~0.04 per row at 0.3, measured
+from a run's ``mean_is_weight``) and real rows barely steer the policy. Each batch holds
+``real_fraction`` of its rows from the arm,
 drawn from the fresh episodes (with replacement when the arm has produced fewer rows than that
 share: real data is scarce and the share is what the learner is asked to weigh it by).
 
-Everything here is numpy/torch on arrays the job collected; the job (``orchestrator.job``) does
-the worker calls.
+``PPORecipe`` is the job's recipe for ``algorithm=ppo`` (``orchestrator.recipe``): it asks the
+actor for the values and proximal log-probs of what it is about to train on, builds the batch and
+runs the epochs; the rest of this module is numpy/torch on the arrays the job collected.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import zlib
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from rlinf_robot.algorithms.ppo import compute_gae
-from rlinf_robot.errors import ConfigError
+from rlinf_robot.orchestrator.recipe import BatchInfo, JobRecipe, register_recipe
+from rlinf_robot.settings import build, check, integer, number, text
 
 
 @dataclass(frozen=True)
 class PPOSettings:
-    name: str = "ppo"
-    num_steps: int = 16
-    epochs: int = 10
-    minibatch_size: int = 256
-    lr: float = 1e-3
-    gamma: float = 0.95
-    lam: float = 0.95
-    clip: float = 0.2
-    vf_coef: float = 0.5
-    ent_coef: float = 0.0
-    target_kl: float | None = 0.02
-    rho_max: float = 1.0
-    max_grad_norm: float = 0.5
+    name: str = text("ppo")
+    num_steps: int = integer(16, 1)
+    epochs: int = integer(10, 1)
+    minibatch_size: int = integer(256, 2)
+    lr: float = number(1e-3, 0.0, lo_open=True)
+    gamma: float = number(0.95, 0.0, 1.0, lo_open=True)
+    lam: float = number(0.95, 0.0, 1.0)
+    clip: float = number(0.2, 0.0, lo_open=True)
+    vf_coef: float = number(0.5, 0.0)
+    ent_coef: float = number(0.0)
+    target_kl: float | None = number(0.02, 0.0, lo_open=True, optional=True)
+    rho_max: float = number(1.0, 0.0, lo_open=True)
+    max_grad_norm: float = number(0.5, 0.0, lo_open=True)
+    bc_coef: float = number(0.0, 0.0)  # RLinf-Co (mode=cotrain): weight of the real demonstrations' BC loss
 
     def __post_init__(self):
-        checks = {
-            "num_steps": self.num_steps >= 1,
-            "epochs": self.epochs >= 1,
-            "minibatch_size": self.minibatch_size >= 2,
-            "lr": self.lr > 0,
-            "gamma": 0 < self.gamma <= 1,
-            "lam": 0 <= self.lam <= 1,
-            "clip": self.clip > 0,
-            "rho_max": self.rho_max > 0,
-        }
-        bad = [k for k, ok in checks.items() if not ok]
-        if bad:
-            raise ConfigError(f"algorithm (ppo): bad value for {bad}: {[getattr(self, k) for k in bad]}")
+        check(self, "algorithm (ppo)")
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any]) -> PPOSettings:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigError(f"algorithm (ppo): unknown key(s) {unknown}; known: {sorted(known)}")
-        try:
-            return cls(**raw)
-        except TypeError as e:
-            raise ConfigError(f"algorithm (ppo): {e}") from None
+        return build(cls, raw, "algorithm (ppo)")
 
     def objective(self) -> tuple[str, dict[str, Any]]:
         return "decoupled_ppo", {
@@ -75,6 +63,7 @@ class PPOSettings:
             "rho_max": self.rho_max,
             "vf_coef": self.vf_coef,
             "ent_coef": self.ent_coef,
+            "bc_coef": self.bc_coef,
         }
 
     def trainer(self) -> dict[str, Any]:
@@ -82,11 +71,12 @@ class PPOSettings:
 
 
 def _gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, next_value: np.ndarray, s: PPOSettings):
+    # copies: the arrays may be read-only views of Ray's shared memory
     adv, ret = compute_gae(
-        torch.as_tensor(rewards, dtype=torch.float32),
-        torch.as_tensor(values, dtype=torch.float32),
-        torch.as_tensor(dones, dtype=torch.float32),
-        torch.as_tensor(next_value, dtype=torch.float32),
+        torch.tensor(rewards, dtype=torch.float32),
+        torch.tensor(values, dtype=torch.float32),
+        torch.tensor(dones, dtype=torch.float32),
+        torch.tensor(next_value, dtype=torch.float32),
         s.gamma,
         s.lam,
     )
@@ -115,6 +105,7 @@ def sim_rows(traj: dict[str, Any], final_values: np.ndarray, last_values: np.nda
         "advantages": flat(adv),
         "returns": flat(ret),
         "versions": np.repeat(traj["versions"][:, :1], N, axis=1).reshape(-1),
+        "noise_scale": np.ones(T * N, np.float32),
         "real": np.zeros(T * N, bool),
     }
 
@@ -123,7 +114,7 @@ def episode_rows(
     ep: dict[str, Any], values: np.ndarray, proximal: np.ndarray, final_value: float, s: PPOSettings
 ) -> dict:
     """One real episode's rows. ``values`` / ``proximal`` [T]: the learner's current V and log-prob
-    of each step; ``final_value``: V of the state that ended it (bootstrapped when truncated)."""
+    of each step (under the episode's ``noise_scale``); ``final_value``: V of the state that ended it (bootstrapped when truncated)."""
     rewards = ep["rewards"].astype(np.float32).copy()
     T = len(rewards)
     truncated = bool(ep["truncated"][-1]) and not bool(ep["terminated"][-1])
@@ -140,8 +131,14 @@ def episode_rows(
         "advantages": adv[:, 0],
         "returns": ret[:, 0],
         "versions": ep["versions"],
+        "noise_scale": np.full(T, episode_noise_scale(ep), np.float32),
         "real": np.ones(T, bool),
     }
+
+
+def episode_noise_scale(ep: dict[str, Any]) -> float:
+    """The scale of the policy's std the arm explored with in ``ep`` (1 for replays that predate it)."""
+    return float(ep["meta"].get("noise_scale", 1.0))
 
 
 def concat_rows(parts: list[dict]) -> dict:
@@ -179,16 +176,145 @@ def normalize_per_source(adv: np.ndarray, real: np.ndarray) -> np.ndarray:
     return out
 
 
-def to_batch(rows: dict) -> dict:
+def state_obs(states, instruction: str = "") -> dict:
+    """A batch observation from states (the job's rows carry no images), with the task's
+    instruction on every row for policies that read it (``tiny_vla``)."""
+    return {"state": states, "images": {}, "instruction": [instruction] * len(states) if instruction else []}
+
+
+def to_batch(rows: dict, instruction: str = "") -> dict:
     """Rows -> the tensors ``decoupled_ppo`` reads, advantages normalized per source."""
     adv = normalize_per_source(rows["advantages"].astype(np.float32), rows["real"])
     t = lambda x: torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32)  # noqa: E731
     return {
-        "obs": {"state": t(rows["state"]), "images": {}, "instruction": []},
+        "obs": state_obs(t(rows["state"]), instruction),
         "raw_actions": t(rows["raw_actions"]),
         "behaviour_log_prob": t(rows["behaviour_log_prob"]),
         "proximal_log_prob": t(rows["proximal_log_prob"]),
+        "noise_scale": t(rows["noise_scale"]),
         "value": t(rows["value"]),
         "advantages": t(adv),
         "returns": t(rows["returns"]),
     }
+
+
+def demo_rows(episodes: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Demonstration episodes (``RealEnvWorker.evaluate(expert=True)``) -> ``state`` and the
+    expert's ``actions`` (env units, [n, H, A]) for ``with_demos``."""
+    return {
+        "state": np.concatenate([ep["states"][: len(ep["rewards"])] for ep in episodes]).astype(np.float32),
+        "actions": np.concatenate([ep["actions"] for ep in episodes]).astype(np.float32),
+    }
+
+
+def with_demos(batch: dict, demos: dict[str, np.ndarray]) -> dict:
+    """``batch`` (``to_batch``) plus the demonstration rows of RLinf-Co's auxiliary loss: they carry
+    ``bc_mask`` 1 and ``bc_target``; the RL rows ``mask`` 1 (the demos take no part in PPO's terms)."""
+    n_rl, n_demo = len(batch["advantages"]), len(demos["state"])
+    t = lambda x: torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32)  # noqa: E731
+    zeros = lambda like: torch.zeros((n_demo, *like.shape[1:]), dtype=like.dtype)  # noqa: E731
+    out = {k: torch.cat([v, zeros(v)]) for k, v in batch.items() if k != "obs"}
+    out["noise_scale"][n_rl:] = 1.0
+    obs = batch["obs"]
+    text = obs["instruction"][:1] * (n_rl + n_demo)
+    out["obs"] = {**obs, "state": torch.cat([obs["state"], t(demos["state"])]), "instruction": text}
+    out["mask"] = torch.cat([torch.ones(n_rl), torch.zeros(n_demo)])
+    out["bc_mask"] = 1.0 - out["mask"]
+    out["bc_target"] = torch.cat([torch.zeros((n_rl, *demos["actions"].shape[1:])), t(demos["actions"])])
+    return out
+
+
+@register_recipe("ppo")
+class PPORecipe(JobRecipe):
+    """On-policy: sim rows are this update's rollout; real rows come from the source-tagged buffer
+    (fresh within ``hybrid.max_staleness``, each episode at most ``hybrid.max_real_uses`` times)."""
+
+    def __init__(self, settings: PPOSettings):
+        self.s = settings
+        self.num_steps = settings.num_steps
+
+    @classmethod
+    def from_mapping(cls, raw: dict[str, Any]) -> PPORecipe:
+        return cls(PPOSettings.from_mapping(raw))
+
+    def actor(self, policy: str, policy_cfg: dict[str, Any], seed: int):
+        from rlinf_robot.workers.actor import ActorWorker
+
+        objective, objective_cfg = self.s.objective()
+        kwargs = dict(
+            policy=policy,
+            policy_cfg=policy_cfg,
+            objective=objective,
+            objective_cfg=objective_cfg,
+            trainer=self.s.trainer(),
+            seed=seed,
+        )
+        return ActorWorker, kwargs
+
+    def update(self, job, traj, episodes, use_real):
+        cfg, s = job.cfg, self.s
+        actor = job.groups["actor"]
+        fresh = job.buffer.fresh(job.state.version, cfg.hybrid.max_real_uses) if use_real else []
+        # the learner's current view of what it trains on: values (GAE) and proximal log-probs
+        eval_obs, slices = [], {}
+        if traj is not None:
+            T, N = traj["rewards"].shape
+            slices["final"] = (0, T * N)
+            slices["last"] = (T * N, T * N + N)
+            eval_obs += [traj["final_states"].reshape(T * N, -1), traj["states"][-1]]
+        at = sum(len(x) for x in eval_obs)
+        for i, ep in enumerate(fresh):
+            n = len(ep["rewards"])
+            slices[i] = (at, at + n + 1)
+            eval_obs += [ep["states"][:-1], ep["final_state"][None]]
+            at += n + 1
+        values, logps = {}, None
+        if eval_obs:
+            states = np.concatenate(eval_obs).astype(np.float32)
+            raw, scale = _eval_raw(traj, fresh, len(states))
+            batch = {"obs": state_obs(states, job.instruction), "raw_actions": raw, "noise_scale": scale}
+            out = actor.call("evaluate", batch).wait(300)[0]  # collective
+            values, logps = out["value"], out.get("log_prob")
+        sim = None
+        if traj is not None:
+            a, b = slices["final"]
+            c, d = slices["last"]
+            sim = sim_rows(traj, values[a:b].reshape(T, N), values[c:d], s)
+        real_parts = []
+        for i, ep in enumerate(fresh):
+            a, b = slices[i]
+            real_parts.append(episode_rows(ep, values[a : b - 1], logps[a : b - 1], float(values[b - 1]), s))
+        real = concat_rows(real_parts) if real_parts else None
+        rows = mix(sim, real, cfg.hybrid.real_fraction if use_real else 0.0, job.rng)
+        seed = zlib.crc32(f"{cfg.seed}/{job.state.update}".encode())
+        batch = to_batch(rows, job.instruction)
+        if job.demos is not None:  # RLinf-Co (mode=cotrain): the real-arm demonstrations' BC rows
+            batch = with_demos(batch, job.demos)
+        stats = actor.call("train_epochs", batch, s.epochs, s.minibatch_size, seed, s.target_kl).wait(600)[0]
+        sim_mask = ~rows["real"]
+        actor.call("update_obs_norm", rows["state"][sim_mask] if sim_mask.any() else rows["state"]).wait(120)
+        n_real = int(rows["real"].sum())
+        lag = float(np.mean(job.state.version - rows["versions"][rows["real"]])) if n_real else None
+        return stats, BatchInfo(len(rows["real"]), n_real, lag)
+
+
+def _eval_raw(traj, fresh, n_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """Raw actions and their noise scales aligned with the states sent for evaluation (zeros and
+    ones where only V is needed)."""
+    shape = None
+    if traj is not None:
+        shape = traj["raw_actions"].shape[2:]
+    elif fresh:
+        shape = fresh[0]["raw_actions"].shape[1:]
+    raw = np.zeros((n_states, *shape), np.float32)
+    scale = np.ones(n_states, np.float32)
+    at = 0
+    if traj is not None:
+        T, N = traj["rewards"].shape
+        at = T * N + N
+    for ep in fresh:
+        n = len(ep["rewards"])
+        raw[at : at + n] = ep["raw_actions"]
+        scale[at : at + n] = episode_noise_scale(ep)
+        at += n + 1
+    return raw, scale

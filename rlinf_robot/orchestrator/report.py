@@ -121,7 +121,10 @@ def arm_plot(real: list[dict], ev: dict) -> str:
     ax.set_ylabel("arm success")
     ax.set_ylim(-0.05, 1.05)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    if ax.get_legend_handles_labels()[0]:  # a sim-only run has nothing on the arm to label
+        ax.legend(fontsize=7, loc="lower right")
+    else:
+        ax.text(0.5, 0.5, "no episodes on the arm in this run", ha="center", transform=ax.transAxes)
     ax.set_title("the arm: hybrid training vs the sim-only baseline")
     return _png(fig)
 

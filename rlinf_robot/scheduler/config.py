@@ -31,7 +31,7 @@ from rlinf_robot.scheduler.placement import Plan, make_plan
 from rlinf_robot.scheduler.resources import GroupSpec, ResourceSpec
 
 _CLUSTER_KEYS = set(ClusterConfig.__dataclass_fields__)
-_TOP_KEYS = _CLUSTER_KEYS | {"placement", "groups", "resources", "reserve_timeout_s"}
+_TOP_KEYS = _CLUSTER_KEYS | {"placement", "groups", "resources", "reserve_timeout_s", "start_timeout_s"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,10 @@ class SchedulerConfig:
     options: dict[str, Any] = field(default_factory=dict)
     resources: ResourceSpec | None = None
     reserve_timeout_s: float = 60.0
+    #: How long a launched group may take to answer its first call: a worker's process start and its
+    #: imports (torch) took ~290 s on a 1-CPU cap with load beside it, ~5 s on a quiet machine. A
+    #: worker whose ``__init__`` fails raises at once; only a hung start waits this out.
+    start_timeout_s: float = 600.0
 
     @classmethod
     def from_dict(cls, cfg: Mapping[str, Any]) -> SchedulerConfig:
@@ -60,9 +64,12 @@ class SchedulerConfig:
             )
         groups = tuple(GroupSpec.from_dict(name, dict(g or {})) for name, g in groups_cfg.items())
         res = cfg.get("resources")
-        timeout = cfg.get("reserve_timeout_s", 60.0)
+        timeout = cfg.get("reserve_timeout_s", cls.reserve_timeout_s)
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigError(f"reserve_timeout_s must be a number > 0, got {timeout!r}")
+        start = cfg.get("start_timeout_s", cls.start_timeout_s)
+        if not isinstance(start, (int, float)) or start <= 0:
+            raise ConfigError(f"start_timeout_s must be a number > 0, got {start!r}")
         out = cls(
             cluster=ClusterConfig.from_dict({k: cfg[k] for k in _CLUSTER_KEYS if k in cfg}),
             mode=str(mode),
@@ -71,6 +78,7 @@ class SchedulerConfig:
             options=placement,
             resources=ResourceSpec.from_dict(res) if res else None,
             reserve_timeout_s=float(timeout),
+            start_timeout_s=float(start),
         )
         if out.resources is not None:
             out.plan(out.resources)  # fail at load time, not after Ray started
@@ -120,6 +128,7 @@ class Scheduler:
 
         if name in self.groups:
             raise ConfigError(f"group {name!r} already launched")
+        launch_kwargs.setdefault("start_timeout_s", self.config.start_timeout_s)
         self.groups[name] = WorkerGroup.launch(worker_cls, name, self.reservation, **launch_kwargs)
         return self.groups[name]
 

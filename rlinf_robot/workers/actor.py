@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.scheduler.worker import Worker
-from rlinf_robot.workers.checkpoint import flatten_optimizer, unflatten_optimizer
+from rlinf_robot.workers.checkpoint import flatten_optimizer, replace_dir, unflatten_optimizer
 from rlinf_robot.workers.distributed import TrainStrategy, get_strategy
 
 
@@ -200,11 +200,7 @@ class ActorTrainer:
                 "strategy": self.strategy,
             }
             (tmp / "trainer.json").write_text(json.dumps(meta, indent=2))
-            if path.exists():
-                for f in path.iterdir():
-                    f.unlink()
-                path.rmdir()
-            tmp.rename(path)
+            replace_dir(tmp, path)
         if self.distributed:
             dist.barrier()
 
@@ -358,13 +354,16 @@ class ActorWorker(Worker):
 
     @torch.no_grad()
     def evaluate(self, batch: dict) -> dict[str, Any]:
-        """The current weights' outputs on ``batch`` (``obs``, optional ``raw_actions``): ``value``
-        and ``log_prob`` as numpy [B] (collective under a sharded strategy: call it on all ranks)."""
+        """The current weights' outputs on ``batch`` (``obs``, optional ``raw_actions`` and
+        ``noise_scale``): ``value`` and ``log_prob`` as numpy [B] (collective under a sharded
+        strategy: call it on all ranks)."""
         self.setup()
-        raw = batch.get("raw_actions")
+        raw, scale = batch.get("raw_actions"), batch.get("noise_scale")
         if raw is not None:
             raw = torch.as_tensor(raw, dtype=torch.float32, device=self.device)
-        out = self.trainer.view({"obs": batch["obs"], "raw_actions": raw})
+        if scale is not None:
+            scale = torch.as_tensor(scale, dtype=torch.float32, device=self.device)
+        out = self.trainer.view({"obs": batch["obs"], "raw_actions": raw, "noise_scale": scale})
         return {k: out[k].detach().cpu().numpy() for k in ("value", "log_prob") if out.get(k) is not None}
 
     def update_obs_norm(self, states: Any) -> None:

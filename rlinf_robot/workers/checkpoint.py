@@ -7,6 +7,8 @@ its ``param_groups`` (numbers, bools, lists of FQNs) as JSON.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import Tensor
 
@@ -31,3 +33,13 @@ def unflatten_optimizer(tensors: dict[str, Tensor], groups: list[dict]) -> dict:
         state.setdefault(fqn, {})[k] = v
     groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in groups]
     return {"state": state, "param_groups": groups}
+
+
+def replace_dir(tmp: Path, path: Path) -> None:
+    """Put the fully written checkpoint directory ``tmp`` in place of ``path`` (files only, as
+    checkpoints are): a crash before the rename leaves the old checkpoint, never half a new one."""
+    if path.exists():
+        for f in path.iterdir():
+            f.unlink()
+        path.rmdir()
+    tmp.rename(path)

@@ -20,6 +20,11 @@ With ``record_dir`` every finished episode, training and evaluation alike, is al
 LeRobot v3.0 dataset in ``<record_dir>/<robot>/`` (``rlinf_robot.data.recorder``) as it ends;
 aborted episodes are recorded too, marked ``aborted`` (with the reason) in ``meta/episodes``.
 A failed write is logged and counted (``record_errors``), never stops the arm.
+
+If the worker's parent (Ray's raylet) dies, as it does when the driver is killed with its process
+group, the worker halts by itself before Ray gets round to ending it (``workers.orphan``): the
+step in flight finishes, the episode is kept as aborted, no further reset or step is sent, and
+the arm's lease is released so the bridge holds it at once.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from rlinf_robot.scheduler.worker import Worker
+from rlinf_robot.workers.orphan import ParentWatch
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +98,7 @@ class RealEnvWorker(Worker):
         self._thread: threading.Thread | None = None
         self._env = None
         self.state = "stopped"
+        self._parent_watch = ParentWatch(self._orphaned)
         self.last_error = ""
         self.t_start = time.time()
         self.arm_seconds = 0.0
@@ -172,24 +179,36 @@ class RealEnvWorker(Worker):
         return list(self.latency_ms)
 
     def evaluate(
-        self, episodes: int, deterministic: bool = True, timeout_s: float = 900.0, seed: int | None = None
+        self,
+        episodes: int,
+        deterministic: bool = True,
+        timeout_s: float = 900.0,
+        seed: int | None = None,
+        expert: bool = False,
+        expert_gain: float | None = None,
     ) -> list[dict]:
         """Run ``episodes`` episodes now (the background loop must be stopped) and return them.
 
         ``seed`` (+ this rank) draws the episodes' starts and goals: give a range training never
-        uses, or a fresh env's first goals are the first training episodes' again."""
+        uses, or a fresh env's first goals are the first training episodes' again. ``expert``: the
+        task's scripted expert acts instead of the policy (real-arm demonstrations, recorded as
+        ``demo`` episodes), at ``expert_gain`` (``sim.mujoco.experts.expert_for``)."""
         if self._thread is not None and self._thread.is_alive():
             raise RuntimeError("stop() the training episodes before evaluating on the arm")
         out: list[dict[str, Any]] = []
-        self._kind = "eval"
+        kind = "demo" if expert else "eval"
+        self._kind = kind
         deadline = time.monotonic() + timeout_s
         reseed = None if seed is None else int(seed) + self.rank
         while len(out) < episodes and time.monotonic() < deadline and not self._halt.is_set():
             try:
                 env = self._connect()
-                out.append(self._episode(env, deterministic, seed=reseed))
+                actor = self._expert(expert_gain) if expert else None
+                out.append(self._episode(env, deterministic, seed=reseed, expert=actor))
                 reseed = None  # the episodes after the first go on from its generator
-                self._record(out[-1], "eval")
+                self._record(out[-1], kind)
+            except _Halted:
+                break
             except Exception as e:  # a lost link during eval: reconnect and go on
                 if type(e).__name__ not in _LINK_ERRORS:
                     raise
@@ -200,14 +219,28 @@ class RealEnvWorker(Worker):
         return out
 
     def close(self) -> None:
+        self._parent_watch.close()
         self.stop()
+
+    def _orphaned(self) -> None:
+        """The job is gone (see the module docstring): finish the step in flight, send nothing
+        more, release the arm."""
+        self._halt.set()
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(30)
+        self._close_env()
+        self.state = "orphaned"
 
     # ------------------------------------------------------------------ the loop
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and not self._halt.is_set():
             try:
                 env = self._connect()
                 episode = self._episode(env, self.deterministic)
+            except _Halted:
+                break
             except Exception as e:
                 if type(e).__name__ not in _LINK_ERRORS:
                     log.exception("real episode failed")
@@ -264,15 +297,37 @@ class RealEnvWorker(Worker):
         logp = None if logp is None else logp.cpu().numpy()
         return actions, raw.cpu().numpy(), logp, value, version
 
-    def _episode(self, env, deterministic: bool, seed: int | None = None) -> dict[str, Any]:
+    def _expert(self, gain: float | None):
+        """The task's scripted expert (``sim.mujoco.experts``, a function of the state alone) as an
+        actor of one chunk row; no log-prob, value or policy version."""
+        from sim.mujoco.experts import expert_for
+
+        fn = expert_for(f"mujoco/{self.env_cfg.task}", gain)
+
+        def act(env, obs):
+            a = np.asarray(fn(env, obs), np.float32)[:, None]
+            return a, a.copy(), None, None, -1
+
+        return act
+
+    def _episode(self, env, deterministic: bool, seed: int | None = None, expert=None) -> dict[str, Any]:
+        if self._halt.is_set():  # a reset moves the arm: not for a job that is ending
+            raise _Halted()
         self.state = "resetting"
+        t0 = time.monotonic()
         obs = env.reset(seed=seed)
+        reset = {"reset_s": time.monotonic() - t0, **env.last_reset[0]}
         self._take_newest_weights()
         self.state = "running"
-        rec = _EpisodeRecord(self.source, obs, env)
+        scale = 1.0 if deterministic else self.noise_scale
+        rec = _EpisodeRecord(self.source, obs, env, noise_scale=scale, reset=reset)
         self._partial = rec
+        result = None
         while not self._halt.is_set():
-            actions, raw, logp, value, version = self._act(obs, deterministic)
+            if expert is not None:
+                actions, raw, logp, value, version = expert(env, obs)
+            else:
+                actions, raw, logp, value, version = self._act(obs, deterministic)
             t0 = time.monotonic()
             result = env.step(actions[:, 0]) if actions.shape[1] == 1 else env.chunk_step(actions)
             dt = time.monotonic() - t0
@@ -286,7 +341,7 @@ class RealEnvWorker(Worker):
             if result[2][0] or result[3][0]:
                 break
         self._partial = None
-        if self._halt.is_set() and not (result[2][0] or result[3][0]):
+        if result is None or (self._halt.is_set() and not (result[2][0] or result[3][0])):
             return rec.finish(aborted=True, reason="halted")
         aborted = bool(result[4]["aborted"][0])
         reason = "; ".join(r["message"] for r in result[4]["rejections"][0]) if aborted else ""
@@ -309,11 +364,19 @@ class RealEnvWorker(Worker):
             self._queue.append(episode)
 
 
+class _Halted(Exception):
+    """The worker was halted before an episode began: none is run."""
+
+
 class _EpisodeRecord:
     """One real episode's steps, as plain arrays (one robot: env index 0)."""
 
-    def __init__(self, source: str, first_obs: dict[str, Any], env):
+    def __init__(
+        self, source: str, first_obs: dict[str, Any], env, noise_scale: float = 1.0, reset: dict | None = None
+    ):
         self.source = source
+        self.noise_scale = float(noise_scale)  # the behaviour policy: the policy's std times this
+        self.reset = dict(reset or {})  # where the reset before it spent its time (s)
         self.t_start = time.time()
         self.states = [first_obs["state"][0]]
         self.obs_times = [time.time()]  # when each of ``states`` was observed
@@ -370,6 +433,8 @@ class _EpisodeRecord:
             "t_start": self.t_start,
             "t_end": time.time(),
             "rejections": dict(self.rejections),
+            "noise_scale": self.noise_scale,
+            "reset": self.reset,
         }
         out["aborted"] = bool(aborted)
         return out

@@ -29,6 +29,7 @@ class RolloutWorker(Worker):
         policy: str = "mlp",
         policy_kwargs: dict[str, Any] | None = None,
         seed: int = 0,
+        obs_spec: Any = None,
     ):
         super().__init__()
         import torch
@@ -36,10 +37,12 @@ class RolloutWorker(Worker):
         import policies
 
         torch.manual_seed(int(seed))  # same initial weights on every rank (version -1)
+        # the env's ObsSpec when given (policies that read images or name state fields need it)
+        shape = {"obs_spec": obs_spec} if obs_spec is not None else {"state_dim": int(state_dim)}
         self.policy = policies.make(
             policy,
             action_spec=action_spec_from_dict(action_spec),
-            state_dim=int(state_dim),
+            **shape,
             **dict(policy_kwargs or {}),
         )
         self.policy.to(self.device).eval()

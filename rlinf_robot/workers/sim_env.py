@@ -80,6 +80,7 @@ class SimEnvWorker(Worker):
             "num_shards": len(self.shards),
             "action_spec": action_spec_to_dict(e.action_spec),
             "state_dim": int(np.prod(e.obs_spec.state_shape)),
+            "obs_spec": e.obs_spec,
         }
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ class ScriptedArm:
         self.images: list[list[np.ndarray]] = []
         self.rewards: list[list[float]] = []
         self.seeds: list[int | None] = []  # what each reset was seeded with
+        self.last_reset = [{"home_s": 0.0, "move_s": 0.0, "moves": 1}]  # RealRobotEnv's reset report
 
     def _obs(self):
         state = self.rng.normal(size=(1, self.obs_spec.state_shape[0])).astype(np.float32)

@@ -1,5 +1,5 @@
 """`rlinf-robot demo` (what `make demo` runs) end to end, with smaller budgets than the real demo:
-the robot PC up on franka-sim, sim pre-training, the sim-only baseline on the arm, the hybrid loop
+sim pre-training, the robot PC up on franka-sim, the sim-only baseline on the arm, the hybrid loop
 with both sources, evaluation on sim and on the arm, the report - what the README promises, in
 that order, and a zero exit only when every stage ran."""
 

@@ -5,10 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlinf_robot.envs.spec import ActionSpec
 from rlinf_robot.orchestrator import ppo
 from rlinf_robot.orchestrator.buffer import EpisodeStore, SourceBuffer
 
 S = ppo.PPOSettings(gamma=0.9, lam=1.0)
+#: the ee_delta action space the policy-level tests build their mlp for
+EE_SPEC = ActionSpec(
+    mode="ee_delta",
+    shape=(6,),
+    low=np.full(6, -0.02, np.float32),
+    high=np.full(6, 0.02, np.float32),
+    control_hz=20.0,
+)
 
 
 def fake_traj(T=4, N=3, S_=5, seed=0):
@@ -112,3 +121,100 @@ def test_the_real_replay_round_trips_without_pickle(tmp_path):
     for key in ("states", "raw_actions", "rewards", "versions", "truncated"):
         np.testing.assert_array_equal(back[key], ep[key])
     np.testing.assert_array_equal(back["images"]["front"], ep["images"]["front"])
+
+
+def test_a_fresh_real_row_is_scored_under_the_policy_the_arm_explored_with():
+    """RealEnvWorker explores with the policy's noise times ``noise_scale``; the learner scores its
+    rows under that same distribution (the batch's ``noise_scale``), through decoupled PPO's loss,
+    so a fresh row's importance weight is 1. Scored under the full-width policy it would be far
+    below 1 (the ~0.04 per row a hybrid run measured at scale 0.3)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    import policies
+    from rlinf_robot.algorithms import get_objective
+    from rlinf_robot.workers.real_env import RealEnvWorker
+
+    torch.manual_seed(0)
+    policy = policies.make("mlp", action_spec=EE_SPEC, state_dim=5)
+    worker = SimpleNamespace(_acting=policy, _acting_version=4, noise_scale=0.3, _torch=torch)
+    state = np.random.default_rng(0).normal(size=(64, 5)).astype(np.float32)
+    obs = {"state": state, "images": {}, "instruction": []}
+    _, raw, logp, _, version = RealEnvWorker._act(worker, obs, False)
+    assert version == 4
+    raw = torch.as_tensor(raw)
+    scale = torch.full((64,), 0.3)
+    with torch.no_grad():
+        arm = policy({"obs": obs, "raw_actions": raw, "noise_scale": scale})["log_prob"]
+        full = policy({"obs": obs, "raw_actions": raw})["log_prob"]
+    np.testing.assert_allclose(arm.numpy(), logp, rtol=1e-5, atol=1e-4)
+    assert float(torch.exp(full - torch.as_tensor(logp)).median()) < 0.2  # what scoring at scale 1 gave
+    batch = {
+        "obs": obs,
+        "raw_actions": raw,
+        "behaviour_log_prob": torch.as_tensor(logp),
+        "proximal_log_prob": arm,
+        "noise_scale": scale,
+        "advantages": torch.ones(64),
+    }
+    _, stats = get_objective("decoupled_ppo")(policy, batch)
+    assert float(stats["mean_is_weight"]) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_cotrain_demo_rows_train_only_the_bc_term():
+    """RLinf-Co (mode=cotrain): demonstration rows join the PPO batch with ``mask`` 0 and
+    ``bc_mask`` 1; the objective clones them (bc_loss) and leaves PPO's terms to the RL rows."""
+    import torch
+
+    import policies
+    from rlinf_robot.algorithms import get_objective
+
+    torch.manual_seed(0)
+    policy = policies.make("mlp", action_spec=EE_SPEC, state_dim=5)
+    rows = ppo.sim_rows(fake_traj(), np.zeros((4, 3)), np.zeros(3), S)
+    ep = fake_episode(version=1, steps=5)
+    ep["actions"] = np.full((5, 1, 6), 0.01, np.float32)
+    demos = ppo.demo_rows([ep, ep])
+    assert demos["state"].shape == (10, 5) and demos["actions"].shape == (10, 1, 6)
+    batch = ppo.with_demos(ppo.to_batch(rows), demos)
+    assert batch["obs"]["state"].shape[0] == 12 + 10
+    assert batch["mask"].tolist() == [1.0] * 12 + [0.0] * 10 and batch["bc_mask"].sum() == 10
+    objective = get_objective("decoupled_ppo")
+    loss_bc, stats = objective(policy, batch, bc_coef=1.0)
+    loss_no, _ = objective(policy, batch, bc_coef=0.0)
+    # the mean starts at ~0 (normalized); the target 0.01 of a +-0.02 range is 0.5 normalized
+    assert float(stats["bc_loss"]) == pytest.approx(0.5, abs=0.05)
+    assert float((loss_bc - loss_no).detach()) == pytest.approx(float(stats["bc_loss"]), rel=1e-5)
+    # the RL rows alone give the same PPO loss as the batch without demos
+    loss_rl, _ = objective(policy, ppo.to_batch(rows))
+    assert float(loss_no.detach()) == pytest.approx(float(loss_rl.detach()), rel=1e-5, abs=1e-6)
+
+
+def test_tiny_vla_trains_on_the_jobs_batches_with_the_task_instruction():
+    """policy=tiny_vla in a job: the policy is built from the env's ObsSpec (as the job's workers
+    build it) and the job's batches carry the task's instruction on every row."""
+    import torch
+
+    import policies
+    import sim
+    from rlinf_robot.algorithms import get_objective
+    from rlinf_robot.envs.tasks import make_task
+
+    env = sim.make("mujoco/fr3-reach", num_envs=2)
+    try:
+        spec, obs_spec = env.action_spec, env.obs_spec
+        state = env.reset(seed=0)["state"]
+    finally:
+        env.close()
+    torch.manual_seed(0)
+    policy = policies.make("tiny_vla", action_spec=spec, obs_spec=obs_spec)
+    instruction = make_task("fr3-reach").instruction
+    T, N = 4, 3
+    traj = fake_traj(T=T, N=N, S_=state.shape[1])
+    traj["raw_actions"] = np.zeros((T, N, policy.chunk_size, spec.shape[0]), np.float32)
+    batch = ppo.to_batch(ppo.sim_rows(traj, np.zeros((T, N)), np.zeros(N), S), instruction)
+    assert batch["obs"]["instruction"] == [instruction] * (T * N)
+    loss, stats = get_objective("decoupled_ppo")(policy, batch, vf_coef=0.5)
+    loss.backward()
+    assert torch.isfinite(loss) and any(p.grad is not None for p in policy.parameters())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from rlinf_robot.errors import ConfigError
@@ -111,3 +112,151 @@ def test_a_robot_whose_bridge_answers_passes_the_check(tmp_path):
         assert job.run_dir.parent == tmp_path and job.endpoints == [endpoint]
     finally:
         server.stop()
+
+
+def _sysid_record(valid_days=30.0):
+    from calibration.store import CalibrationRecord
+
+    fit = {
+        "mean": {"joint_damping": [5.0] * 7},
+        "std": {"joint_damping": [0.5] * 7},
+        "fit_id": "",
+        "residual_rms": 0.001,
+    }
+    return CalibrationRecord(
+        kind="sysid",
+        robot_serial="fr3-test",
+        camera_serial="",
+        method="least-squares-replay",
+        residuals={"residual_rms_rad": 0.001},
+        data_hash="0" * 16,
+        payload={"dynamics_fit": fit},
+        valid_days=valid_days,
+    )
+
+
+def test_a_sysid_record_sets_the_training_sim_and_its_id_goes_into_the_manifest(tmp_path):
+    """``calibration.sysid=<id>`` (or ``latest``): the sim's dynamics are randomized around the
+    record's fit, and the manifest names the record."""
+    import json
+
+    import sim
+    from calibration.store import CalibrationStore
+    from rlinf_robot.orchestrator.job import TrainJob
+
+    store = CalibrationStore(tmp_path / "store")
+    rec = _sysid_record()
+    store.save(rec)
+    for which in (rec.id, "latest"):
+        cfg = compose(
+            [
+                "mode=sim_only",
+                f"run.dir={tmp_path / 'runs'}",
+                f"run.id=run-{which}",
+                f"calibration.store={tmp_path / 'store'}",
+                f"calibration.sysid={which}",
+            ]
+        )
+        job = TrainJob(cfg)
+        job._write_manifest()
+        assert json.loads((job.run_dir / "manifest.json").read_text())["calibration_ids"] == [rec.id]
+    env = sim.make(cfg.sim_env, num_envs=1, randomization=job.sim_randomization)
+    try:
+        env.reset(seed=0)
+        assert env.dr.joint_damping.kind == "absolute"
+        assert np.all(np.abs(env.models[0].dof_damping[env.nominal.dof_ids] - 5.0) <= 3 * 0.5 + 1e-9)
+    finally:
+        env.close()
+
+
+def test_a_missing_or_stale_record_stops_the_job_before_it_starts(tmp_path):
+    from calibration.store import CalibrationInvalid, CalibrationStore
+    from rlinf_robot.orchestrator.job import TrainJob
+
+    base = ["mode=sim_only", f"run.dir={tmp_path / 'runs'}", f"calibration.store={tmp_path / 'store'}"]
+    with pytest.raises(CalibrationInvalid, match="no sysid record"):
+        TrainJob(compose([*base, "calibration.sysid=latest"]))
+    with pytest.raises(CalibrationInvalid, match="no handeye calibration"):
+        TrainJob(compose([*base, "calibration.require=[handeye]"]))
+    store = CalibrationStore(tmp_path / "store")
+    old = _sysid_record(valid_days=1.0)
+    old.created = "2020-01-01T00:00:00Z"
+    store.save(old)
+    with pytest.raises(CalibrationInvalid, match=old.id):
+        TrainJob(compose([*base, f"calibration.sysid={old.id}"]))
+    assert not (tmp_path / "runs").exists()  # nothing started, no run dir
+    job = TrainJob(compose([*base, f"calibration.sysid={old.id}", "calibration.force=true", "run.id=forced"]))
+    assert job.calibration_ids == [old.id]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "sim_only", "real_only", "cotrain"])
+@pytest.mark.parametrize("algorithm", ["ppo", "sac", "rlpd"])
+@pytest.mark.parametrize("policy", ["mlp", "tiny_vla"])
+def test_every_preset_composes_or_is_refused_with_the_reason(mode, algorithm, policy):
+    """mode x algorithm x policy: each pairing composes into a recipe, or (SAC/RLPD with tiny_vla,
+    RLinf-Co with SAC/RLPD) is one ConfigError saying why, before anything starts."""
+    from rlinf_robot.orchestrator.recipe import make_recipe
+
+    overrides = [f"mode={mode}", f"algorithm={algorithm}", f"policy={policy}"]
+    refused = (algorithm != "ppo" and policy != "mlp") or (mode == "cotrain" and algorithm != "ppo")
+    if refused:
+        with pytest.raises(ConfigError, match="algorithm=ppo"):
+            compose(overrides)
+        return
+    cfg = compose(overrides)
+    recipe = make_recipe(cfg.algorithm)
+    assert recipe.name == algorithm and cfg.mode == mode and cfg.policy.name == policy
+    if algorithm != "ppo":
+        assert cfg.policy.kwargs["squash"] is True and cfg.hybrid.real_noise_scale == 1.0
+    if mode == "real_only":
+        assert cfg.hybrid.real_fraction == 1.0
+
+
+def test_init_from_must_name_a_run_with_a_checkpoint_of_the_same_policy(tmp_path):
+    """``run.init_from`` is checked before anything starts: a dir without a checkpoint, or a run of
+    another policy, is one ConfigError naming the key."""
+    from rlinf_robot.errors import ConfigError
+    from rlinf_robot.orchestrator.config import to_yaml
+    from rlinf_robot.orchestrator.job import TrainJob
+
+    base = ["mode=sim_only", f"run.dir={tmp_path / 'runs'}"]
+    with pytest.raises(ConfigError, match="run.init_from: .* not a run dir with a checkpoint"):
+        TrainJob(compose([*base, f"run.init_from={tmp_path / 'nothing'}"]))
+    other = tmp_path / "other"
+    (other / "checkpoints" / "update_000001").mkdir(parents=True)
+    (other / "checkpoints" / "latest").write_text("update_000001")
+    (other / "config.yaml").write_text(to_yaml(compose(["mode=sim_only", "policy=tiny_vla"])))
+    with pytest.raises(ConfigError, match="run.init_from: .* another policy or task"):
+        TrainJob(compose([*base, f"run.init_from={other}"]))
+    (other / "config.yaml").write_text(to_yaml(compose(["mode=sim_only"])))
+    job = TrainJob(compose([f"run.dir={tmp_path / 'runs'}", "run.id=ok", f"run.init_from={other}"]))
+    assert job.cfg.mode == "hybrid" and job.cfg.pretrains  # a hybrid run that pre-trains by default
+    assert job.init_checkpoint == other / "checkpoints" / "update_000001"
+    assert not job._pretraining_ahead()
+
+
+def test_a_hand_eye_record_places_the_training_sims_camera(tmp_path):
+    """calibration.camera: the job's sim envs get the hand-eye record's camera pose and the field of
+    view of the intrinsics record it names; both ids go into the manifest."""
+    from calibration.scene import DEFAULT_CAM_IN_TCP, CameraSpec
+    from calibration.store import CalibrationStore
+    from rlinf_robot.orchestrator.job import TrainJob
+    from tests.support.calibration_records import camera_records
+
+    handeye, intrinsics = camera_records("eye_in_hand", DEFAULT_CAM_IN_TCP, CameraSpec(fovy_deg=60.0))
+    store = CalibrationStore(tmp_path / "store")
+    store.save(intrinsics)
+    store.save(handeye)
+    cfg = compose(
+        [
+            "mode=sim_only",
+            f"run.dir={tmp_path / 'runs'}",
+            f"calibration.store={tmp_path / 'store'}",
+            "calibration.camera=latest",
+        ]
+    )
+    job = TrainJob(cfg)
+    assert sorted(job.calibration_ids) == sorted([intrinsics.id, handeye.id])
+    placed = job.sim_cameras["wrist"]
+    np.testing.assert_allclose(placed["pose"], DEFAULT_CAM_IN_TCP)
+    assert placed["fovy"] == pytest.approx(60.0)

@@ -61,11 +61,13 @@ class ContinuousHead:
         mean = policy.action_head(h[:, -H:].float())
         return ChunkGaussian(mean, policy.log_std), policy._value(h[:, :-H], mask)
 
-    def forward(self, policy: HFVLAPolicy, obs: dict, raw: Tensor | None) -> dict[str, Tensor]:
+    def forward(
+        self, policy: HFVLAPolicy, obs: dict, raw: Tensor | None, noise_scale: Tensor | None = None
+    ) -> dict[str, Tensor]:
         dist, value = self._dist(policy, obs)
         out = {"mean": dist.mean, "entropy": dist.entropy(), "value": value}
         if raw is not None:
-            out["log_prob"] = dist.log_prob(raw)
+            out["log_prob"] = dist.scaled(noise_scale).log_prob(raw)
         return out
 
     def value(self, policy: HFVLAPolicy, obs: dict) -> Tensor:
@@ -116,8 +118,13 @@ class TokenHead:
             last = policy._run(tok, mask, one, cache, P + k)[:, -1]
         return torch.stack(bins, 1).view(N, policy.chunk_size, policy.action_dim), logp, value
 
-    def forward(self, policy: HFVLAPolicy, obs: dict, raw: Tensor | None) -> dict[str, Tensor]:
-        """Teacher-forced scoring of the bins in ``raw`` (the chunk ``predict_action_batch`` decoded)."""
+    def forward(
+        self, policy: HFVLAPolicy, obs: dict, raw: Tensor | None, noise_scale: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        """Teacher-forced scoring of the bins in ``raw`` (the chunk ``predict_action_batch`` decoded).
+        Bins have no std to scale: ``noise_scale`` other than 1 is an error."""
+        if noise_scale is not None and not bool(torch.all(torch.as_tensor(noise_scale) == 1)):
+            raise ValueError("the tokens head samples bins: a noise_scale other than 1 does not apply")
         if raw is None:
             raise ValueError("the tokens head trains teacher-forced: pass raw_actions (bins)")
         emb, mask = policy._prefix(obs)

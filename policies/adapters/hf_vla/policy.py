@@ -202,7 +202,7 @@ class HFVLAPolicy(BasePolicy):
 
     # ---------------------------------------------------------------- policy
     def forward(self, batch: dict) -> dict[str, Tensor]:
-        return self.head.forward(self, batch["obs"], batch.get("raw_actions"))
+        return self.head.forward(self, batch["obs"], batch.get("raw_actions"), batch.get("noise_scale"))
 
     @torch.no_grad()
     def value(self, obs: dict) -> Tensor:
