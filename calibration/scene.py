@@ -22,11 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from calibration.charuco import BoardSpec, _cv2
-from rlinf_robot.robot.franka.mjcf import load_fr3_spec
+from rlinf_robot.robot.franka.mjcf import CV_TO_MJ, load_fr3_spec
 from rlinf_robot.robot.franka.model import JOINT_NAMES, TCP_OFFSET, forward_kinematics
 from rlinf_robot.rotations import quat_from_matrix, rotvec_to_matrix
 
-_FLIP = np.diag([1.0, -1.0, -1.0])  # OpenCV camera axes <-> MuJoCo camera axes
 BOARD_GROUP = 0
 
 
@@ -175,10 +174,13 @@ class CalibrationScene:
         fovy = self.camera.fovy_deg
         wrist = np.linalg.inv(hand_in_tcp) @ self.cam_in_tcp
         spec.body("hand").add_camera(
-            name="wrist", pos=wrist[:3, 3], quat=_quat(wrist[:3, :3] @ _FLIP), fovy=fovy
+            name="wrist", pos=wrist[:3, 3], quat=_quat(wrist[:3, :3] @ CV_TO_MJ), fovy=fovy
         )
         spec.worldbody.add_camera(
-            name="fixed", pos=self.cam_in_base[:3, 3], quat=_quat(self.cam_in_base[:3, :3] @ _FLIP), fovy=fovy
+            name="fixed",
+            pos=self.cam_in_base[:3, 3],
+            quat=_quat(self.cam_in_base[:3, :3] @ CV_TO_MJ),
+            fovy=fovy,
         )
         spec.worldbody.add_camera(name="free", pos=[1, 0, 1], fovy=fovy)
         for geom in spec.geoms:
@@ -206,7 +208,7 @@ class CalibrationScene:
     def place_free_camera(self, cam_in_base: np.ndarray) -> None:
         cid = self._mj.mj_name2id(self.model, self._mj.mjtObj.mjOBJ_CAMERA, "free")
         self.model.cam_pos[cid] = cam_in_base[:3, 3]
-        self.model.cam_quat[cid] = _quat(cam_in_base[:3, :3] @ _FLIP)
+        self.model.cam_quat[cid] = _quat(cam_in_base[:3, :3] @ CV_TO_MJ)
         self._mj.mj_kinematics(self.model, self.data)
         self._mj.mj_camlight(self.model, self.data)
 

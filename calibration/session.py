@@ -186,3 +186,24 @@ def dynamics_fit_from_record(record: CalibrationRecord):
     if record.kind != "sysid":
         raise ValueError(f"{record.id} is a {record.kind} record, not sysid")
     return DynamicsFit.from_dict(record.payload["dynamics_fit"])
+
+
+#: The training sim's camera a hand-eye mode places: eye-in-hand is the wrist camera, eye-to-hand
+#: the fixed front camera (``sim.mujoco.scene.CAMERA_FRAMES``).
+HANDEYE_CAMERA = {"eye_in_hand": "wrist", "eye_to_hand": "front"}
+
+
+def camera_poses_from_records(
+    handeye: CalibrationRecord, intrinsics: CalibrationRecord | None = None
+) -> dict:
+    """``MujocoConfig.camera_poses`` from a hand-eye record (the camera's pose) and, when given, the
+    intrinsics record it used (the vertical field of view ``2 atan(h / 2 f_y)``; MuJoCo cameras have
+    no principal-point offset or distortion, which the sim therefore leaves out)."""
+    payload = handeye.payload
+    camera = HANDEYE_CAMERA[payload["mode"]]
+    placed: dict = {"pose": payload["transform"]}
+    if intrinsics is not None:
+        k = np.asarray(intrinsics.payload["camera_matrix"], dtype=np.float64)
+        height = float(intrinsics.payload["image_size"][1])
+        placed["fovy"] = float(np.degrees(2.0 * np.arctan(height / (2.0 * k[1, 1]))))
+    return {camera: placed}

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "plan": "rlinf_robot.commands.plan",
     "replay": "rlinf_robot.commands.replay",
     "robot": "rlinf_robot.commands.robot",
+    "session": "rlinf_robot.commands.session",
     "train": "rlinf_robot.commands.train",
 }
 

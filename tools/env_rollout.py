@@ -58,8 +58,10 @@ def main() -> None:
     finally:
         env.close()
     rate = args.num_envs * args.steps / dt
-    print(f"ROLLOUT {args.env} num_envs={args.num_envs} steps={args.steps} make_s={make_s:.1f} "
-          f"steps_per_s={rate:.0f} successes={successes}")
+    print(
+        f"ROLLOUT {args.env} num_envs={args.num_envs} steps={args.steps} make_s={make_s:.1f} "
+        f"steps_per_s={rate:.0f} successes={successes}"
+    )
 
 
 if __name__ == "__main__":

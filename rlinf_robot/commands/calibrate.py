@@ -4,7 +4,8 @@ Each writes a PNG report and a JSON result to ``--out`` and a versioned record t
 store (``--store``; default ``$RLINF_CALIBRATION_DIR`` or ``~/.rlinf-robot/calibration``), and
 prints the record id that training and ``doctor`` refer to. ``--sim`` runs on rendered ground
 truth (a MuJoCo scene with a ChArUco board) and prints the error against the truth;
-``sysid --sim-arm`` records from franka-sim serving a deliberately different FR3.
+``sysid --sim-arm`` records from franka-sim serving a deliberately different FR3, ``--sim-config``
+from franka-sim as a robot PC's launch YAML serves it (``rlinf-robot session`` on the embedded default).
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def add_arguments(parser) -> None:
     sy.add_argument("--host", default=None, help="arm (or franka-sim) to record from through franky")
     sy.add_argument(
         "--sim-arm", action="store_true", help="start franka-sim with a deliberately different FR3"
+    )
+    sy.add_argument(
+        "--sim-config",
+        type=Path,
+        default=None,
+        help="start franka-sim as this launch YAML's franka_sim block serves it (a robot PC's arm)",
     )
     sy.add_argument("--recordings", type=Path, nargs="*", default=[], help="fit .npz recordings instead")
     sy.add_argument("--duration", type=float, default=4.0, help="excitation length (s)")
@@ -234,10 +241,17 @@ def _sysid(args, out: Path, say) -> int:
             with FrankaSimServer(gripper=False, mjcf=mjcf) as server:
                 say(f"franka-sim ready with a deliberately different FR3 ({mjcf})")
                 recordings = [record_excitation(plan, server.host)]
+        elif args.sim_config:
+            from rlinf_robot.robot.franka.sim_service import make_server, sim_options
+
+            opts = {**sim_options(args.sim_config), "gripper": False}
+            with make_server(opts) as server:
+                say(f"franka-sim ready as {args.sim_config} serves it")
+                recordings = [record_excitation(plan, server.host)]
         elif args.host:
             recordings = [record_excitation(plan, args.host)]
         else:
-            raise ConfigError("sysid needs --host, --sim-arm or --recordings")
+            raise ConfigError("sysid needs --host, --sim-arm, --sim-config or --recordings")
         recordings[0].save(out / "excitation.npz")
         say(f"recorded {len(recordings[0])} cycles -> {out / 'excitation.npz'}")
     result = fit_dynamics(recordings, out / "model", max_nfev=args.max_evals, progress=say)

@@ -78,7 +78,7 @@ class MujocoFR3Env(BatchedEnv):
         self.substeps = cfg.substeps
         self.dr = cfg.randomization
 
-        base = build_model(scene, cfg.full_meshes)
+        base = build_model(scene, cfg.full_meshes, cfg.camera_poses)
         tune_servos(base)
         self.nominal = dr_apply.Nominal.capture(base)
         n = self.num_envs

@@ -13,6 +13,8 @@ yaw let it slip and tumble out of the grasp within the 8 s: 13-27 % success at t
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from rlinf_robot.envs.tasks.lift import GRASP_HEIGHT
@@ -32,8 +34,10 @@ def _down(yaw: np.ndarray) -> np.ndarray:
     return np.stack([np.zeros_like(yaw), np.cos(yaw / 2), np.sin(yaw / 2), np.zeros_like(yaw)], axis=1)
 
 
-def _move(tcp: np.ndarray, target: np.ndarray, quat: np.ndarray, yaw: np.ndarray | None = None) -> np.ndarray:
-    dp = np.clip(_GAIN * (target - tcp), -_STEP, _STEP)
+def _move(
+    tcp: np.ndarray, target: np.ndarray, quat: np.ndarray, yaw: np.ndarray | None = None, gain: float = _GAIN
+) -> np.ndarray:
+    dp = np.clip(gain * (target - tcp), -_STEP, _STEP)
     yaw = np.zeros(len(tcp)) if yaw is None else yaw
     rot = np.clip(rotvec_between(quat, _down(yaw)), -0.075, 0.075)
     return np.concatenate([dp, rot], axis=1)
@@ -43,12 +47,12 @@ def _fields(env, state: np.ndarray) -> dict[str, np.ndarray]:
     return {k: state[:, s].astype(np.float64) for k, s in env.obs_spec.state_slices().items()}
 
 
-def reach(env, obs) -> np.ndarray:
+def reach(env, obs, gain: float = _GAIN) -> np.ndarray:
     f = _fields(env, obs["state"])
-    return _move(f["tcp_pos"], f["goal_pos"], f["tcp_quat"]).astype(np.float32)
+    return _move(f["tcp_pos"], f["goal_pos"], f["tcp_quat"], gain=gain).astype(np.float32)
 
 
-def push(env, obs) -> np.ndarray:
+def push(env, obs, gain: float = _GAIN) -> np.ndarray:
     """Go above the spot behind the block, descend, push it towards the goal, lift off on the goal."""
     f = _fields(env, obs["state"])
     tcp, obj, goal = f["tcp_pos"], f["obj_pos"], f["goal_pos"]
@@ -71,12 +75,12 @@ def push(env, obs) -> np.ndarray:
     target[there] = tcp[there]
     target[there, 2] = 0.10
     yaw = np.arctan2(direction[:, 1], direction[:, 0])  # fingers across the push direction
-    act = _move(tcp, target, f["tcp_quat"], yaw)
+    act = _move(tcp, target, f["tcp_quat"], yaw, gain)
     act[there, 3:] = 0.0
     return act.astype(np.float32)
 
 
-def lift(env, obs) -> np.ndarray:
+def lift(env, obs, gain: float = _GAIN) -> np.ndarray:
     """Hover over the block, descend open, close, lift once the fingers hold it, and hold it there."""
     f = _fields(env, obs["state"])
     tcp, obj, width = f["tcp_pos"], f["obj_pos"], f["gripper_width"][:, 0]
@@ -94,7 +98,7 @@ def lift(env, obs) -> np.ndarray:
     target[closing & ~holding] = tcp[closing & ~holding]  # hold still while the fingers close
     target[holding, :2] = obj[holding, :2]
     target[holding, 2] = goal_z[holding] + _LIFT_OVER
-    act = _move(tcp, target, f["tcp_quat"], yaw)
+    act = _move(tcp, target, f["tcp_quat"], yaw, gain)
     act[holding, 3:] = 0.0  # a held block's yaw follows the hand: chasing it twists it out
     return np.concatenate([act, grip[:, None]], axis=1).astype(np.float32)
 
@@ -102,9 +106,13 @@ def lift(env, obs) -> np.ndarray:
 EXPERTS = {"mujoco/fr3-reach": reach, "mujoco/fr3-push": push, "mujoco/fr3-lift": lift}
 
 
-def expert_for(name: str):
-    """The scripted expert of env ``name`` (ee_delta action mode)."""
+def expert_for(name: str, gain: float | None = None):
+    """The scripted expert of env ``name`` (ee_delta action mode). ``gain``: its proportional gain
+    per tick instead of the default 1.5, which suits servos that track a target within a tick; an
+    arm that lags its target by several ticks oscillates around the goal at that gain (each row
+    adds to a target already ahead of the measured position) and needs a lower one."""
     try:
-        return EXPERTS[name]
+        fn = EXPERTS[name]
     except KeyError:
         raise KeyError(f"no scripted expert for {name!r}; have {sorted(EXPERTS)}") from None
+    return fn if gain is None else functools.partial(fn, gain=float(gain))

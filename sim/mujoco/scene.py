@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlinf_robot.robot.franka.mjcf import load_fr3_spec
+from rlinf_robot.robot.franka.mjcf import CV_TO_MJ, load_fr3_spec
 from rlinf_robot.robot.franka.model import TCP_OFFSET
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -44,8 +44,33 @@ def look_at_xyaxes(pos, target, right_hint) -> list[float]:
     return [*x.tolist(), *y.tolist()]
 
 
-def build_model(task_xml: str, full_meshes: bool = False):
-    """Compile the model for ``task_xml`` (a file in assets/)."""
+#: The frame a calibrated camera pose is given in: the wrist camera rides on the TCP (hand-eye,
+#: eye-in-hand), the front camera stands in the base frame (eye-to-hand).
+CAMERA_FRAMES = {"wrist": "tcp", "front": "base"}
+
+
+def place_camera(spec, name: str, pose: np.ndarray, fovy: float | None = None) -> None:
+    """Put camera ``name`` at ``pose`` (4x4, OpenCV axes, in ``CAMERA_FRAMES[name]``: what hand-eye
+    calibration reports) with vertical field of view ``fovy`` (degrees; None keeps the model's)."""
+    import mujoco
+
+    from rlinf_robot.rotations import quat_from_matrix
+
+    pose = np.asarray(pose, dtype=np.float64)
+    if CAMERA_FRAMES[name] == "tcp":  # the camera is the hand's child; the TCP is TCP_OFFSET along z
+        pose = pose.copy()
+        pose[2, 3] += TCP_OFFSET
+    cam = spec.camera(name)
+    cam.alt.type = mujoco.mjtOrientation.mjORIENTATION_QUAT
+    cam.pos = pose[:3, 3].tolist()
+    cam.quat = quat_from_matrix(pose[:3, :3] @ CV_TO_MJ).tolist()
+    if fovy is not None:
+        cam.fovy = float(fovy)
+
+
+def build_model(task_xml: str, full_meshes: bool = False, camera_poses: dict | None = None):
+    """Compile the model for ``task_xml`` (a file in assets/); ``camera_poses``: cameras placed where
+    calibration found the real ones (``{name: {"pose": 4x4, "fovy": deg}}``, see ``place_camera``)."""
     import mujoco
 
     spec = load_fr3_spec([ASSETS / "scene.xml", ASSETS / task_xml])
@@ -54,6 +79,8 @@ def build_model(task_xml: str, full_meshes: bool = False):
     cam = hand.add_camera(name="wrist", pos=list(WRIST_CAMERA["pos"]), fovy=WRIST_CAMERA["fovy"])
     cam.alt.type = mujoco.mjtOrientation.mjORIENTATION_XYAXES
     cam.alt.xyaxes = look_at_xyaxes(WRIST_CAMERA["pos"], WRIST_CAMERA["target"], WRIST_CAMERA["right"])
+    for name, placed in (camera_poses or {}).items():
+        place_camera(spec, name, np.asarray(placed["pose"]), placed.get("fovy"))
     for name in ARM_BODIES:
         spec.body(name).gravcomp = 1.0
     if not full_meshes:

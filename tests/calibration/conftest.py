@@ -9,8 +9,6 @@ import time
 import numpy as np
 import pytest
 
-from rlinf_robot.robot.sched import keep_scheduling
-
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("MESA_SHADER_CACHE_DIR", tempfile.mkdtemp(prefix="mesa-cache-"))
@@ -26,11 +24,10 @@ def real_arm(tmp_path_factory):
     from dataclasses import replace
     from types import SimpleNamespace
 
-    import franky
-
     from calibration.excitation import ExcitationConfig, plan_excitation, record_excitation
     from calibration.fr3_dynamics import reality_gap_params, write_variant_mjcf
     from rlinf_robot.errors import SafetyViolation
+    from rlinf_robot.robot.franka.link import FrankyLink
     from rlinf_robot.robot.franka.model import forward_kinematics
     from rlinf_robot.robot.franka.sim_server import FrankaSimServer
     from rlinf_robot.safety import SafetyLimits
@@ -55,18 +52,19 @@ def real_arm(tmp_path_factory):
     with FrankaSimServer(gripper=False, mjcf=mjcf, env={"FR3_JOINT_DAMPING": damping}) as server:
         fit_rec = record_excitation(fit_plan, server.host)
         held_rec = record_excitation(held_out, server.host)
-        with keep_scheduling():  # libfranka makes the connecting thread SCHED_FIFO 99 otherwise
-            robot = franky.Robot(server.host, realtime_config=franky.RealtimeConfig.Ignore)
+        link = FrankyLink(server.host)
+        link.connect()
         try:
-            record_excitation(fit_plan, robot=robot, limits=tight)
+            record_excitation(fit_plan, link=link, limits=tight)
             guard = None
         except SafetyViolation as exc:
             guard = exc
         deadline = time.monotonic() + 3.0  # the stopped arm must come to rest by itself
-        while np.abs(robot.current_joint_state.velocity).max() > 1e-3 and time.monotonic() < deadline:
+        while np.abs(link.read().dq).max() > 1e-3 and time.monotonic() < deadline:
             time.sleep(0.01)
-        q_after = np.array(robot.current_joint_state.position)
-        dq_after = np.array(robot.current_joint_state.velocity)
+        reading = link.read()
+        q_after, dq_after = reading.q, reading.dq
+        link.close()
     return SimpleNamespace(
         truth=truth, fit=fit_rec, held_out=held_rec, guard=guard, q_after=q_after, dq_after=dq_after
     )

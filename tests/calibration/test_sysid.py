@@ -59,7 +59,12 @@ DAMPING_REL = 0.04
 FRICTION_REL = 0.08
 PAYLOAD_KG = 0.1
 N_STD = SYSID_N_SIGMA  # every fitted parameter within this many of its reported standard deviations
-RESIDUAL_AFTER = 0.05e-3  # rad RMS
+#: The fit must explain the recording about as well as the true parameters do (within this factor).
+#: What is left is franka-sim's timing noise, which grows on a busy machine (0.013-0.025 mrad on a
+#: quiet one, 0.053 in a CI run of 2026-12-04), so the bound is relative to the same recording's
+#: residual under the truth, not a constant. On a quiet machine the fit leaves about half the
+#: truth's residual (0.024 vs 0.048 mrad: it also absorbs some of the replay's own mismatch).
+NOISE_FLOOR_FACTOR = 1.5
 IMPROVEMENT = 30.0
 
 
@@ -79,12 +84,22 @@ def fit_errors(res, truth) -> dict[str, np.ndarray]:
     return out
 
 
-def assert_fit_as_documented(res, truth) -> None:
+def residual_of_truth(recording, truth, build_dir) -> float:
+    """RMS residual the true parameters leave on ``recording``: the noise floor no fit can beat."""
+    from calibration.fr3_dynamics import nominal_params
+    from calibration.replay import ServoReplay
+    from calibration.sysid import SysIdProblem
+
+    r = SysIdProblem([recording], ServoReplay(build_dir, nominal_params())).residuals(truth)
+    return float(np.sqrt(np.mean(r**2)))
+
+
+def assert_fit_as_documented(res, truth, floor: float) -> None:
     errors = fit_errors(res, truth)
     shown = {k: [np.round(100 * e[0], 2).tolist(), np.round(e[2], 2).tolist()] for k, e in errors.items()}
-    assert res.residual_after < RESIDUAL_AFTER and res.improvement >= IMPROVEMENT, (
-        res.residual_before,
-        res.residual_after,
+    assert res.residual_after <= NOISE_FLOOR_FACTOR * floor and res.improvement >= IMPROVEMENT, (
+        f"residual before {res.residual_before * 1e3:.4f} mrad, after {res.residual_after * 1e3:.4f} mrad, "
+        f"true parameters' {floor * 1e3:.4f} mrad"
     )
     assert np.all(errors["joint_damping"][0] <= DAMPING_REL), shown
     assert np.all(errors["joint_frictionloss"][0] <= FRICTION_REL), shown
@@ -97,9 +112,11 @@ def assert_fit_as_documented(res, truth) -> None:
         assert np.all(np.isfinite(res.std[key])) and np.all(res.std[key] > 0)
 
 
-def test_fit_shrinks_the_residual_and_finds_the_true_parameters(real_arm, sysid_fit):
+def test_fit_shrinks_the_residual_and_finds_the_true_parameters(real_arm, sysid_fit, tmp_path):
     assert sysid_fit.fitted_keys == ("joint_damping", "joint_frictionloss", "joint_armature", "payload_mass")
-    assert_fit_as_documented(sysid_fit, real_arm.truth)
+    floor = residual_of_truth(real_arm.fit, real_arm.truth, tmp_path)
+    print(f"residual: fit {sysid_fit.residual_after * 1e3:.4f} mrad, true parameters {floor * 1e3:.4f} mrad")
+    assert_fit_as_documented(sysid_fit, real_arm.truth, floor)
 
 
 def test_fit_goes_into_the_store_with_an_id_training_can_name(sysid_fit, tmp_path):
