@@ -17,7 +17,10 @@ replays.
 Uncertainty: the Gauss-Newton covariance ``s^2 (J^T J)^-1`` at the optimum, inflated by the
 residuals' integrated autocorrelation time (consecutive 1 kHz residuals are not independent),
 plus - added in quadrature - how far the optimiser moved a parameter from the regression's
-value: two estimators that disagree mean the data do not pin it down (armature, typically).
+value (two estimators that disagree mean the data do not pin it down: armature, typically), and
+the spread of refits on halves of the segments (the replay never matches the arm exactly, and
+how that mismatch biases a parameter depends on the motions recorded; a statistical std alone
+misses it).
 Parameters the data cannot see thus come out with a large std rather than a confident wrong
 number; the std is what ``sim/randomization.py`` widens domain randomization with.
 """
@@ -143,6 +146,14 @@ class SysIdProblem:
             )
         self.n_states = sum(len(p.rows) for p in self.pieces)
 
+    def subset(self, indices: Sequence[int]) -> SysIdProblem:
+        """The same problem on segments ``indices`` only (sharing the replay)."""
+        sub = object.__new__(SysIdProblem)
+        sub.recordings, sub.replay = self.recordings, self.replay
+        sub.pieces = [self.pieces[i] for i in indices]
+        sub.n_states = sum(len(p.rows) for p in sub.pieces)
+        return sub
+
     def data_hash(self) -> str:
         import hashlib
 
@@ -206,14 +217,14 @@ def fit_dynamics(
     fit_keys: Sequence[str] = PARAM_KEYS,
     initial: DynamicsParams | None = None,
     max_nfev: int = 2,
+    splits: int = 3,
     progress: Callable[[str], None] | None = None,
 ) -> SysIdResult:
     """Fit ``fit_keys`` of the FR3 dynamics to ``recordings``; the others stay nominal.
 
-    ``initial`` skips the regression stage and starts the optimiser there.
+    ``initial`` skips the regression stage and starts the optimiser there. ``splits``: how many
+    ways to cut the segments in two halves for the std's split-half term (0: leave it out).
     """
-    from scipy.optimize import least_squares
-
     unknown = sorted(set(fit_keys) - set(PARAM_KEYS))
     if unknown:
         raise ValueError(f"unknown parameter group(s) {unknown}; known: {list(PARAM_KEYS)}")
@@ -225,17 +236,6 @@ def fit_dynamics(
         f"sysid: {len(problem.pieces)} segments, {problem.n_states} states from {len(recordings)} recording(s)"
     )
     keys = tuple(k for k in PARAM_KEYS if k in fit_keys)
-    scale = np.concatenate([np.full(PARAM_WIDTH[k], PARAM_SCALE[k]) for k in keys])
-    lower = np.concatenate([np.full(PARAM_WIDTH[k], PARAM_LOWER[k]) for k in keys])
-    upper = np.concatenate([np.full(PARAM_WIDTH[k], PARAM_UPPER[k]) for k in keys])
-
-    def to_params(x: np.ndarray) -> DynamicsParams:
-        changes, i = {}, 0
-        for k in keys:
-            changes[k] = x[i : i + PARAM_WIDTH[k]]
-            i += PARAM_WIDTH[k]
-        return start.replace(**changes)
-
     before, joint_before = _rms(problem.residuals(nominal))
     say(f"sysid: residual of the nominal model {before * 1e3:.3f} mrad RMS")
     if initial is None:
@@ -244,18 +244,80 @@ def fit_dynamics(
         guess = regression_estimate(recordings, problem.replay)
         initial = nominal.replace(**{k: getattr(guess, k) for k in keys})
         say(f"sysid: regression estimate -> {_rms(problem.residuals(initial))[0] * 1e3:.3f} mrad RMS")
-    start = initial
-    x0 = np.clip(np.concatenate([getattr(start, k) for k in keys]), lower + 1e-9, upper - 1e-9)
+    space = _ParamSpace(keys, initial)
+    x0 = space.clip(space.vector(initial))
     calls = [0]
+    sol = _refine(problem, space, x0, max_nfev, calls, say)
+    fitted = space.params(sol.x)
+    r1 = sol.fun.reshape(-1, 7)
+    after, joint_after = _rms(r1)
+    say(
+        f"sysid: residual after fit {after * 1e3:.3f} mrad RMS ({before / max(after, 1e-12):.1f}x), {calls[0]} replays"
+    )
+    # Three parts, added in quadrature: the statistical one (Gauss-Newton); the disagreement
+    # between the two estimators (where the regression and the simulation-error optimum differ,
+    # the data do not pin the parameter down); and the spread between fits on halves of the
+    # segments (what the replay's mismatch with the arm does to the answer depends on which
+    # motions were recorded - measured against franka-sim with known truth, the first two alone
+    # left single parameters up to 3.4 std off).
+    spread = _split_spread(problem, space, sol.x, splits, max_nfev, calls, say)
+    std_vec = np.sqrt(_std(sol.jac, sol.fun, r1) ** 2 + (sol.x - x0) ** 2 + spread**2)
+    return SysIdResult(
+        params=fitted,
+        std=space.split(std_vec),
+        nominal=nominal,
+        residual_before=before,
+        residual_after=after,
+        joint_rms_before=joint_before,
+        joint_rms_after=joint_after,
+        n_states=problem.n_states,
+        n_segments=len(problem.pieces),
+        data_hash=problem.data_hash(),
+        nfev=calls[0],
+        seconds=time.perf_counter() - t0,
+        fitted_keys=keys,
+        extra={"optimizer_status": int(sol.status), "optimizer_message": str(sol.message)},
+    )
+
+
+class _ParamSpace:
+    """The fitted groups as one bounded, scaled vector; the groups left out keep ``base``'s values."""
+
+    def __init__(self, keys: tuple[str, ...], base: DynamicsParams):
+        self.keys, self.base = keys, base
+        self.scale = np.concatenate([np.full(PARAM_WIDTH[k], PARAM_SCALE[k]) for k in keys])
+        self.lower = np.concatenate([np.full(PARAM_WIDTH[k], PARAM_LOWER[k]) for k in keys])
+        self.upper = np.concatenate([np.full(PARAM_WIDTH[k], PARAM_UPPER[k]) for k in keys])
+
+    def vector(self, params: DynamicsParams) -> np.ndarray:
+        return np.concatenate([getattr(params, k) for k in self.keys])
+
+    def clip(self, x: np.ndarray) -> np.ndarray:
+        return np.clip(x, self.lower + 1e-9, self.upper - 1e-9)
+
+    def split(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        out, i = {}, 0
+        for k in self.keys:
+            out[k] = x[i : i + PARAM_WIDTH[k]]
+            i += PARAM_WIDTH[k]
+        return out
+
+    def params(self, x: np.ndarray) -> DynamicsParams:
+        return self.base.replace(**self.split(x))
+
+
+def _refine(problem: SysIdProblem, space: _ParamSpace, x0: np.ndarray, max_nfev: int, calls: list[int], say):
+    """``least_squares`` on the simulation error of ``problem``'s segments, from ``x0``."""
+    from scipy.optimize import least_squares
 
     def fun(x: np.ndarray) -> np.ndarray:
         calls[0] += 1
-        return problem.residuals(to_params(x)).ravel()
+        return problem.residuals(space.params(x)).ravel()
 
     # Forward differences with steps a fifth of each parameter's typical size, pointing away
     # from the nearer bound. Tiny steps would differentiate noise: the explicit wrist servo
     # chatters, so a 1e-4 change moves the trajectory by ~1e-4 rad whatever its sign.
-    steps = FD_STEP * scale
+    steps = FD_STEP * space.scale
     cache: dict[bytes, np.ndarray] = {}
 
     def jac(x: np.ndarray) -> np.ndarray:
@@ -264,7 +326,7 @@ def fit_dynamics(
             f0 = fun(x)
         cols = []
         for i in range(len(x)):
-            h = steps[i] if x[i] + steps[i] <= upper[i] else -steps[i]
+            h = steps[i] if x[i] + steps[i] <= space.upper[i] else -steps[i]
             xi = x.copy()
             xi[i] += h
             cols.append((fun(xi) - f0) / h)
@@ -279,36 +341,46 @@ def fit_dynamics(
         cache[x.tobytes()] = f
         return f
 
-    sol = least_squares(fun_cached, x0, jac=jac, bounds=(lower, upper), x_scale=scale, max_nfev=max_nfev)
-    fitted = to_params(sol.x)
-    r1 = sol.fun.reshape(-1, 7)
-    after, joint_after = _rms(r1)
-    say(
-        f"sysid: residual after fit {after * 1e3:.3f} mrad RMS ({before / max(after, 1e-12):.1f}x), {calls[0]} replays"
+    return least_squares(
+        fun_cached, x0, jac=jac, bounds=(space.lower, space.upper), x_scale=space.scale, max_nfev=max_nfev
     )
-    # Statistical part (Gauss-Newton) plus the disagreement between the two estimators: where the
-    # regression and the simulation-error optimum differ, the data do not pin the parameter down.
-    std_vec = np.sqrt(_std(sol.jac, sol.fun, r1) ** 2 + (sol.x - x0) ** 2)
-    std, i = {}, 0
-    for k in keys:
-        std[k] = std_vec[i : i + PARAM_WIDTH[k]]
-        i += PARAM_WIDTH[k]
-    return SysIdResult(
-        params=fitted,
-        std=std,
-        nominal=nominal,
-        residual_before=before,
-        residual_after=after,
-        joint_rms_before=joint_before,
-        joint_rms_after=joint_after,
-        n_states=problem.n_states,
-        n_segments=len(problem.pieces),
-        data_hash=problem.data_hash(),
-        nfev=calls[0],
-        seconds=time.perf_counter() - t0,
-        fitted_keys=keys,
-        extra={"optimizer_status": int(sol.status), "optimizer_message": str(sol.message)},
-    )
+
+
+def _split_spread(
+    problem: SysIdProblem,
+    space: _ParamSpace,
+    x: np.ndarray,
+    splits: int,
+    max_nfev: int,
+    calls: list[int],
+    say,
+) -> np.ndarray:
+    """Split-half std of the full fit: refit on two halves of the segments, from the full fit.
+
+    For halves of n_a and n_b states, var(x_a - x_b) ~ var(x) (N/n_a + N/n_b); the estimate is
+    averaged over up to ``splits`` different halvings (every halving keeps segment 0 in the first
+    half). Zero when there are fewer than two segments.
+    """
+    from itertools import combinations
+
+    n = len(problem.pieces)
+    if splits <= 0 or n < 2:
+        return np.zeros_like(x)
+    halves = [(0, *rest) for rest in combinations(range(1, n), n // 2 - 1)]
+    picked = [
+        halves[int(i)] for i in np.unique(np.linspace(0, len(halves) - 1, min(splits, len(halves))).round())
+    ]
+    sizes = np.array([len(p.rows) for p in problem.pieces], dtype=float)
+    var = np.zeros_like(x)
+    for first in picked:
+        second = tuple(i for i in range(n) if i not in first)
+        a, b = (
+            _refine(problem.subset(h), space, x, max_nfev, calls, lambda _m: None).x for h in (first, second)
+        )
+        n_a, n_b = sizes[list(first)].sum(), sizes[list(second)].sum()
+        var += (a - b) ** 2 / ((n_a + n_b) / n_a + (n_a + n_b) / n_b)
+    say(f"sysid: split-half spread from {len(picked)} halving(s) of {n} segments ({calls[0]} replays so far)")
+    return np.sqrt(var / len(picked))
 
 
 def _std(jac: np.ndarray, fun: np.ndarray, r: np.ndarray) -> np.ndarray:
