@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "replay": "rlinf_robot.commands.replay",
     "robot": "rlinf_robot.commands.robot",
     "session": "rlinf_robot.commands.session",
+    "teleop": "rlinf_robot.commands.teleop",
     "train": "rlinf_robot.commands.train",
 }
 

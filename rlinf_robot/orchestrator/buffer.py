@@ -35,6 +35,7 @@ STEP_KEYS = (
     "truncated",
     "success",
     "executed",
+    "intervened",  # an operator took the step over (teleop)
 )
 
 

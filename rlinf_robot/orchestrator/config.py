@@ -84,6 +84,18 @@ class HybridConfig:
 
 
 @dataclass
+class TeleopConfig:
+    """Human interventions (``rlinf_robot.teleop``): the arm workers connect to an operator's two
+    endpoints (``rlinf-robot teleop ... --states <states> --commands <commands>``); empty: none."""
+
+    states: str = ""  # the operator's SUB endpoint the arm workers publish their state to
+    commands: str = ""  # the operator's PUB endpoint they read commands from
+    max_age_s: float = 0.5  # an operator's command counts this long (then the arm is the policy's again)
+    reply_wait_s: float = 0.5  # how long an attached (state-answering) operator is waited for, per step
+    demo_fraction: float = 0.25  # sac / rlpd: share of each batch from the intervened transitions
+
+
+@dataclass
 class BudgetConfig:
     wall_s: float | None = 240.0  # hybrid (or only) phase, wall clock
     updates: int | None = None
@@ -170,6 +182,7 @@ class TrainConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     algorithm: dict[str, Any] = field(default_factory=dict)  # checked by the recipe (name: ppo, ...)
     hybrid: HybridConfig = field(default_factory=HybridConfig)
+    teleop: TeleopConfig = field(default_factory=TeleopConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     run: RunConfig = field(default_factory=RunConfig)
@@ -232,6 +245,15 @@ class TrainConfig:
             )
         if not self.hybrid.demo_gain > 0:
             bad.append(f"hybrid.demo_gain must be positive, got {self.hybrid.demo_gain}")
+        t = self.teleop
+        if bool(t.states) != bool(t.commands):
+            bad.append("teleop needs both teleop.states and teleop.commands (or neither)")
+        if not (t.max_age_s > 0 and t.reply_wait_s >= 0):
+            bad.append(
+                f"teleop.max_age_s must be > 0 and reply_wait_s >= 0, got {t.max_age_s}, {t.reply_wait_s}"
+            )
+        if not 0.0 <= t.demo_fraction < 1.0:
+            bad.append(f"teleop.demo_fraction must be in [0, 1), got {t.demo_fraction}")
         if self.mode == "cotrain" and self.hybrid.real_demos < 1:
             bad.append("mode=cotrain needs hybrid.real_demos >= 1")
         if self.hybrid.max_staleness < 0:

@@ -379,6 +379,7 @@ class TrainJob:
                     deterministic=cfg.hybrid.deterministic_real,
                     noise_scale=cfg.hybrid.real_noise_scale,
                     record_dir=str(self.run_dir / "datasets") if cfg.run.record_real else "",
+                    teleop=asdict(cfg.teleop),
                 ),
             )
         worker, kwargs = self.recipe.actor(

@@ -48,7 +48,9 @@ class PPOSettings:
     target_kl: float | None = number(0.02, 0.0, lo_open=True, optional=True)
     rho_max: float = number(1.0, 0.0, lo_open=True)
     max_grad_norm: float = number(0.5, 0.0, lo_open=True)
-    bc_coef: float = number(0.0, 0.0)  # RLinf-Co (mode=cotrain): weight of the real demonstrations' BC loss
+    #: Weight of the BC loss on demonstrations: RLinf-Co's real-arm demos (mode=cotrain) and the
+    #: steps an operator intervened on (teleop). Without either it adds nothing.
+    bc_coef: float = number(0.5, 0.0)
 
     def __post_init__(self):
         check(self, "algorithm (ppo)")
@@ -107,6 +109,7 @@ def sim_rows(traj: dict[str, Any], final_values: np.ndarray, last_values: np.nda
         "versions": np.repeat(traj["versions"][:, :1], N, axis=1).reshape(-1),
         "noise_scale": np.ones(T * N, np.float32),
         "real": np.zeros(T * N, bool),
+        "intervened": np.zeros(T * N, bool),
     }
 
 
@@ -122,10 +125,14 @@ def episode_rows(
     dones = np.zeros(T, np.float32)
     dones[-1] = 1.0
     adv, ret = _gae(rewards[:, None], values[:, None], dones[:, None], np.zeros(1), s)
+    intervened = intervened_mask(ep)
+    # an operator's step has no behaviour log-prob (NaN): it is masked out of PPO's terms, and
+    # the proximal one stands in so no NaN reaches the loss
+    behaviour = np.where(intervened, proximal, ep["log_prob"]).astype(np.float32)
     return {
         "state": ep["states"][:-1],
         "raw_actions": ep["raw_actions"],
-        "behaviour_log_prob": ep["log_prob"].astype(np.float32),
+        "behaviour_log_prob": behaviour,
         "proximal_log_prob": proximal.astype(np.float32),
         "value": values.astype(np.float32),
         "advantages": adv[:, 0],
@@ -133,6 +140,25 @@ def episode_rows(
         "versions": ep["versions"],
         "noise_scale": np.full(T, episode_noise_scale(ep), np.float32),
         "real": np.ones(T, bool),
+        "intervened": intervened,
+    }
+
+
+def intervened_mask(ep: dict[str, Any]) -> np.ndarray:
+    """[T] which of ``ep``'s steps an operator took over (none in episodes that predate teleop)."""
+    n = len(ep["rewards"])
+    return np.asarray(ep.get("intervened", np.zeros(n, bool)), bool).reshape(n)
+
+
+def intervention_rows(episodes: list[dict[str, Any]]) -> dict[str, np.ndarray] | None:
+    """The operator's steps of ``episodes`` as demonstration rows (``demo_rows``' layout), or None."""
+    parts = [(ep, intervened_mask(ep)) for ep in episodes]
+    parts = [(ep, m) for ep, m in parts if m.any()]
+    if not parts:
+        return None
+    return {
+        "state": np.concatenate([ep["states"][: len(m)][m] for ep, m in parts]).astype(np.float32),
+        "actions": np.concatenate([ep["actions"][m] for ep, m in parts]).astype(np.float32),
     }
 
 
@@ -195,6 +221,8 @@ def to_batch(rows: dict, instruction: str = "") -> dict:
         "value": t(rows["value"]),
         "advantages": t(adv),
         "returns": t(rows["returns"]),
+        # an operator's steps take no part in PPO's terms (their demonstration rows clone them)
+        "mask": t(~rows["intervened"]),
     }
 
 
@@ -208,8 +236,9 @@ def demo_rows(episodes: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 
 
 def with_demos(batch: dict, demos: dict[str, np.ndarray]) -> dict:
-    """``batch`` (``to_batch``) plus the demonstration rows of RLinf-Co's auxiliary loss: they carry
-    ``bc_mask`` 1 and ``bc_target``; the RL rows ``mask`` 1 (the demos take no part in PPO's terms)."""
+    """``batch`` (``to_batch``) plus demonstration rows for the auxiliary BC loss (RLinf-Co's
+    real-arm demos, an operator's interventions): they carry ``bc_mask`` 1, ``bc_target`` and
+    ``mask`` 0 (the demos take no part in PPO's terms); the RL rows keep their ``mask``."""
     n_rl, n_demo = len(batch["advantages"]), len(demos["state"])
     t = lambda x: torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32)  # noqa: E731
     zeros = lambda like: torch.zeros((n_demo, *like.shape[1:]), dtype=like.dtype)  # noqa: E731
@@ -218,8 +247,8 @@ def with_demos(batch: dict, demos: dict[str, np.ndarray]) -> dict:
     obs = batch["obs"]
     text = obs["instruction"][:1] * (n_rl + n_demo)
     out["obs"] = {**obs, "state": torch.cat([obs["state"], t(demos["state"])]), "instruction": text}
-    out["mask"] = torch.cat([torch.ones(n_rl), torch.zeros(n_demo)])
-    out["bc_mask"] = 1.0 - out["mask"]
+    out["mask"] = torch.cat([batch.get("mask", torch.ones(n_rl)), torch.zeros(n_demo)])
+    out["bc_mask"] = torch.cat([torch.zeros(n_rl), torch.ones(n_demo)])
     out["bc_target"] = torch.cat([torch.zeros((n_rl, *demos["actions"].shape[1:])), t(demos["actions"])])
     return out
 
@@ -288,11 +317,16 @@ class PPORecipe(JobRecipe):
         rows = mix(sim, real, cfg.hybrid.real_fraction if use_real else 0.0, job.rng)
         seed = zlib.crc32(f"{cfg.seed}/{job.state.update}".encode())
         batch = to_batch(rows, job.instruction)
-        if job.demos is not None:  # RLinf-Co (mode=cotrain): the real-arm demonstrations' BC rows
-            batch = with_demos(batch, job.demos)
+        # BC rows: RLinf-Co's real-arm demonstrations (mode=cotrain) and the steps an operator
+        # took over in the fresh real episodes
+        operator = intervention_rows(fresh)
+        demos = [d for d in (job.demos, operator) if d is not None]
+        if demos:
+            batch = with_demos(batch, concat_rows(demos))
         stats = actor.call("train_epochs", batch, s.epochs, s.minibatch_size, seed, s.target_kl).wait(600)[0]
         sim_mask = ~rows["real"]
         actor.call("update_obs_norm", rows["state"][sim_mask] if sim_mask.any() else rows["state"]).wait(120)
+        stats["intervention_rows"] = 0 if operator is None else len(operator["state"])
         n_real = int(rows["real"].sum())
         lag = float(np.mean(job.state.version - rows["versions"][rows["real"]])) if n_real else None
         return stats, BatchInfo(len(rows["real"]), n_real, lag)

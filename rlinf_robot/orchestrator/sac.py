@@ -145,9 +145,18 @@ class SACRecipe(JobRecipe):
         return used
 
     def _add_real(self, job, ep: dict[str, Any]) -> dict[str, int]:
+        """``ep``'s transitions into the real replay, and the steps an operator took over into the
+        demo replay as well (HIL-SERL keeps interventions in both)."""
+        from rlinf_robot.orchestrator.ppo import intervened_mask
         from rlinf_robot.workers.sac_actor import transitions_from_episode
 
-        return job.groups["actor"].call("add", transitions_from_episode(ep), "real").wait(120)[0]
+        actor = job.groups["actor"]
+        transitions = transitions_from_episode(ep)
+        sizes = actor.call("add", transitions, "real").wait(120)[0]
+        mask = intervened_mask(ep)
+        if mask.any():
+            sizes = actor.call("add", {k: v[mask] for k, v in transitions.items()}, "demo").wait(120)[0]
+        return sizes
 
     def update(self, job, traj, episodes, use_real):
         from rlinf_robot.workers.sac_actor import transitions_from_trajectory
@@ -182,7 +191,12 @@ class SACRecipe(JobRecipe):
         self._debt -= updates
         share = job.cfg.hybrid.real_fraction if use_real else 0.0
         seed = zlib.crc32(f"{job.cfg.seed}/{job.state.update}".encode())
-        stats = actor.call("train", updates, share, seed).wait(600)[0] if updates else {"critic_updates": 0}
+        demo_share = job.cfg.teleop.demo_fraction if use_real else 0.0
+        stats = (
+            actor.call("train", updates, share, seed, demo_share).wait(600)[0]
+            if updates
+            else {"critic_updates": 0}
+        )
         rows = updates * self.s.batch_size
         real_rows = int(round(stats.get("real_share", 0.0) * rows))
         info = BatchInfo(rows, real_rows, float(np.mean(lags)) if lags else None)

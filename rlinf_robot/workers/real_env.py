@@ -21,6 +21,14 @@ LeRobot v3.0 dataset in ``<record_dir>/<robot>/`` (``rlinf_robot.data.recorder``
 aborted episodes are recorded too, marked ``aborted`` (with the reason) in ``meta/episodes``.
 A failed write is logged and counted (``record_errors``), never stops the arm.
 
+With ``teleop`` (``states``/``commands`` endpoints of an operator, ``rlinf_robot.teleop``) an
+operator can take the arm over during training episodes: before each decision the state is
+published, and where an engaged operator's action passes its checks that action is executed instead
+of the policy's (one row, held for the policy's chunk length), through the same ``env.step`` and
+safety filter. Such steps are flagged ``intervened``; their behaviour log-prob is unknown (NaN) and
+their raw action is the operator's action in the policy's raw space, so the learners can use them
+as demonstrations. Evaluation and demonstration episodes are never intervened.
+
 If the worker's parent (Ray's raylet) dies, as it does when the driver is killed with its process
 group, the worker halts by itself before Ray gets round to ending it (``workers.orphan``): the
 step in flight finishes, the episode is kept as aborted, no further reset or step is sent, and
@@ -60,6 +68,7 @@ class RealEnvWorker(Worker):
         deterministic: bool = False,
         noise_scale: float = 1.0,
         record_dir: str = "",
+        teleop: dict[str, Any] | None = None,
     ):
         super().__init__()
         import torch
@@ -102,7 +111,21 @@ class RealEnvWorker(Worker):
         self.last_error = ""
         self.t_start = time.time()
         self.arm_seconds = 0.0
-        self.counts = {"episodes": 0, "aborted": 0, "steps": 0, "reconnects": 0}
+        self.counts = {"episodes": 0, "aborted": 0, "steps": 0, "reconnects": 0, "intervened_steps": 0}
+        self._started = 0  # training episodes begun (the teleop schedule's episode index)
+        self._teleop = None
+        if teleop and teleop.get("states"):
+            from rlinf_robot.teleop.link import TeleopLink
+
+            self._teleop = TeleopLink(
+                teleop["states"],
+                teleop.get("commands", ""),
+                robot=self.source,
+                low=action_spec.low,
+                high=action_spec.high,
+                max_age_s=float(teleop.get("max_age_s", 0.5)),
+                reply_wait_s=float(teleop.get("reply_wait_s", 0.5)),
+            )
         self.latency_ms: list[float] = []  # per step: chunk sent -> its end observed
         self._recorder = None
         self._kind = "train"  # what the episodes now running are recorded as (train | eval)
@@ -172,6 +195,7 @@ class RealEnvWorker(Worker):
             "latency_p50_ms": float(np.median(lat)) if lat.size else float("nan"),
             "recorded": self._recorder.recorded if self._recorder is not None else 0,
             "record_errors": self.record_errors,
+            **({f"teleop_{k}": v for k, v in self._teleop.counts.items()} if self._teleop else {}),
             **self.counts,
         }
 
@@ -221,6 +245,8 @@ class RealEnvWorker(Worker):
     def close(self) -> None:
         self._parent_watch.close()
         self.stop()
+        if self._teleop is not None:
+            self._teleop.close()
 
     def _orphaned(self) -> None:
         """The job is gone (see the module docstring): finish the step in flight, send nothing
@@ -238,7 +264,8 @@ class RealEnvWorker(Worker):
         while not self._stop.is_set() and not self._halt.is_set():
             try:
                 env = self._connect()
-                episode = self._episode(env, self.deterministic)
+                episode = self._episode(env, self.deterministic, teleop=self._teleop, index=self._started)
+                self._started += 1
             except _Halted:
                 break
             except Exception as e:
@@ -310,7 +337,20 @@ class RealEnvWorker(Worker):
 
         return act
 
-    def _episode(self, env, deterministic: bool, seed: int | None = None, expert=None) -> dict[str, Any]:
+    def _takeover(self, row: np.ndarray, like: np.ndarray):
+        """The operator's action ``row`` as a decision: the chunk (its row held for the policy's
+        chunk length), the policy's raw action of it, no log-prob or value."""
+        actions = np.broadcast_to(row, like.shape).astype(np.float32).copy()
+        with self._torch.inference_mode():
+            t = self._torch.as_tensor(actions)
+            raw = self._acting.raw_from_normalized(self._acting.normalize_actions(t)).cpu().numpy()
+        return actions, raw
+
+    def _episode(
+        self, env, deterministic: bool, seed: int | None = None, expert=None, teleop=None, index: int = -1
+    ) -> dict[str, Any]:
+        """One episode on the arm; ``index``: the training episode's number (the teleop schedule's
+        and the episode's ``meta["index"]``; -1 for evaluation and demonstrations)."""
         if self._halt.is_set():  # a reset moves the arm: not for a job that is ending
             raise _Halted()
         self.state = "resetting"
@@ -320,7 +360,8 @@ class RealEnvWorker(Worker):
         self._take_newest_weights()
         self.state = "running"
         scale = 1.0 if deterministic else self.noise_scale
-        rec = _EpisodeRecord(self.source, obs, env, noise_scale=scale, reset=reset)
+        step = 0
+        rec = _EpisodeRecord(self.source, obs, env, noise_scale=scale, reset=reset, index=index)
         self._partial = rec
         result = None
         while not self._halt.is_set():
@@ -328,6 +369,22 @@ class RealEnvWorker(Worker):
                 actions, raw, logp, value, version = expert(env, obs)
             else:
                 actions, raw, logp, value, version = self._act(obs, deterministic)
+            row = None
+            if teleop is not None:
+                row = teleop.decide(
+                    index,
+                    step,
+                    obs["state"][0],
+                    env.obs_spec.state_slices(),
+                    self.env_cfg.task,
+                    self.env_cfg.action_mode,
+                    (obs.get("instruction") or [""])[0],
+                )
+            if row is not None:
+                actions, raw = self._takeover(row, actions)
+                logp, value = None, None
+                self.counts["intervened_steps"] += 1
+            step += 1
             t0 = time.monotonic()
             result = env.step(actions[:, 0]) if actions.shape[1] == 1 else env.chunk_step(actions)
             dt = time.monotonic() - t0
@@ -336,7 +393,7 @@ class RealEnvWorker(Worker):
             if len(self.latency_ms) > 20000:
                 del self.latency_ms[:10000]
             self.counts["steps"] += int(result[4]["executed"][0])
-            rec.add(actions, raw, logp, value, version, result)
+            rec.add(actions, raw, logp, value, version, result, intervened=row is not None)
             obs = result[0]
             if result[2][0] or result[3][0]:
                 break
@@ -372,9 +429,16 @@ class _EpisodeRecord:
     """One real episode's steps, as plain arrays (one robot: env index 0)."""
 
     def __init__(
-        self, source: str, first_obs: dict[str, Any], env, noise_scale: float = 1.0, reset: dict | None = None
+        self,
+        source: str,
+        first_obs: dict[str, Any],
+        env,
+        noise_scale: float = 1.0,
+        reset: dict | None = None,
+        index: int = -1,
     ):
         self.source = source
+        self.index = index  # the worker's training-episode count when it began (-1: not training)
         self.noise_scale = float(noise_scale)  # the behaviour policy: the policy's std times this
         self.reset = dict(reset or {})  # where the reset before it spent its time (s)
         self.t_start = time.time()
@@ -386,7 +450,7 @@ class _EpisodeRecord:
         self.cols: dict[str, list[Any]] = {}
         self.rejections: dict[str, int] = {}
 
-    def add(self, actions, raw, logp, value, version, result) -> None:
+    def add(self, actions, raw, logp, value, version, result, intervened: bool = False) -> None:
         obs, reward, terminated, truncated, info = result
         self.states.append(obs["state"][0])
         self.obs_times.append(time.time())
@@ -403,7 +467,7 @@ class _EpisodeRecord:
             "truncated": bool(truncated[0]),
             "success": bool(info["success"][0]),
             "executed": np.int64(info["executed"][0]),
-            "intervened": bool(info["intervened"][0]) if info.get("intervened") is not None else False,
+            "intervened": bool(intervened),
         }
         for key, v in row.items():
             self.cols.setdefault(key, []).append(v)
@@ -435,6 +499,8 @@ class _EpisodeRecord:
             "rejections": dict(self.rejections),
             "noise_scale": self.noise_scale,
             "reset": self.reset,
+            "intervened_steps": int(out["intervened"].sum()) if steps else 0,
+            "index": self.index,
         }
         out["aborted"] = bool(aborted)
         return out

@@ -5,7 +5,9 @@ ensemble and its target copy, the temperature, their three optimizers (``SACLear
 replays, one per kind of source: ``sim`` (the sim envs' transitions) and ``real`` (the arms'). Each
 gradient step samples ``real_share`` of its batch from the real replay and the rest from the sim
 one (RLPD's symmetric sampling at 0.5), so scarce real transitions weigh what the job configured
-however many sim transitions arrive beside them. The real replay can be warm-started with sim
+however many sim transitions arrive beside them. A third replay, ``demo``, holds the transitions an
+operator took over (teleop; they are in ``real`` as well, as HIL-SERL keeps interventions in both
+its online and its demonstration buffer), and ``demo_share`` of each batch comes from it. The real replay can be warm-started with sim
 transitions (``add(..., "real")`` of sim data), as online RL on real arms does before its first
 real episode.
 
@@ -52,14 +54,18 @@ class SACActorWorker(Worker):
         cfg = SACConfig(**{k: (tuple(v) if k == "critic_hidden" else v) for k, v in (sac or {}).items()})
         state_dim = policy_cfg.get("state_dim") or int(np.prod(policy_cfg["obs_spec"].state_shape))
         self.learner = SACLearner(self.policy, cfg, int(state_dim))
-        self.replays = {"sim": ReplayBuffer(sim_capacity), "real": ReplayBuffer(real_capacity)}
+        self.replays = {
+            "sim": ReplayBuffer(sim_capacity),
+            "real": ReplayBuffer(real_capacity),
+            "demo": ReplayBuffer(real_capacity),
+        }
         self.generator = torch.Generator().manual_seed(seed)
         self.actor_updates = 0
 
     # ------------------------------------------------------------------ data
     def add(self, transitions: dict[str, Any], kind: str) -> dict[str, int]:
-        """Append transitions (``TRANSITION_KEYS``, numpy or tensors, leading dim n) to the ``sim``
-        or ``real`` replay. Returns both replays' sizes."""
+        """Append transitions (``TRANSITION_KEYS``, numpy or tensors, leading dim n) to the ``sim``,
+        ``real`` or ``demo`` replay. Returns the replays' sizes."""
         if kind not in self.replays:
             raise ValueError(f"replay kind must be one of {sorted(self.replays)}, got {kind!r}")
         missing = set(TRANSITION_KEYS) - set(transitions)
@@ -85,9 +91,12 @@ class SACActorWorker(Worker):
         return {k: len(b) for k, b in self.replays.items()}
 
     # ------------------------------------------------------------------ learning
-    def train(self, updates: int, real_share: float, seed: int | None = None) -> dict[str, float]:
+    def train(
+        self, updates: int, real_share: float, seed: int | None = None, demo_share: float = 0.0
+    ) -> dict[str, float]:
         """``updates`` critic steps (the actor and temperature every ``actor_delay``-th), each on a
-        batch with ``real_share`` of its rows from the real replay (none while it is empty).
+        batch with ``real_share`` of its rows from the real replay (none while it is empty) and
+        ``demo_share`` from the interventions' replay (none while it is empty).
         ``seed`` re-seeds the sampling and the policy's noise (torch's global generator), so the
         same data and seed give the same update bit for bit (a resumed run's next update)."""
         from rlinf_robot.algorithms.rlpd import share_sample
@@ -97,14 +106,20 @@ class SACActorWorker(Worker):
             torch.manual_seed(int(seed))
 
         stats: dict[str, float] = {}
-        real_rows = rows = 0
-        sim, real = self.replays["sim"], self.replays["real"]
+        real_rows = rows = demo_rows = 0
+        sim, real, demo = self.replays["sim"], self.replays["real"], self.replays["demo"]
+        size = self.learner.cfg.batch_size
+        n_demo = min(int(round(demo_share * size)), size - 1) if len(demo) else 0
         if not len(sim) and not len(real):
             return {"critic_updates": 0}
         main, other, share = (sim, real, real_share) if len(sim) else (real, sim, 0.0)
         with self.timeline.span("train", updates=int(updates)):
             for _ in range(int(updates)):
-                batch, n_other = share_sample(main, other, self.learner.cfg.batch_size, share, self.generator)
+                batch, n_other = share_sample(main, other, size - n_demo, share, self.generator)
+                if n_demo:
+                    extra = demo.sample(n_demo, self.generator)
+                    batch = {k: torch.cat([batch[k], extra[k]], dim=0) for k in batch}
+                    demo_rows += n_demo
                 stats = self.learner.update(batch, self.generator)
                 self.actor_updates += int("actor_loss" in stats)
                 real_rows += n_other if main is sim else len(batch["reward"])
@@ -115,8 +130,10 @@ class SACActorWorker(Worker):
             "total_critic_updates": self.learner.updates,
             "total_actor_updates": self.actor_updates,
             "real_share": real_rows / max(rows, 1),
+            "demo_share": demo_rows / max(rows, 1),
             "sim_replay": len(sim),
             "real_replay": len(real),
+            "demo_replay": len(demo),
         }
 
     def step_count(self) -> int:

@@ -454,6 +454,67 @@ def test_the_rlinf_co_baseline_trains_in_sim_with_real_demonstrations(robot_pc, 
 
 
 #: enough updates after a resume for 256 rows (a batch) of sim transitions at 32 per update
+def test_a_scripted_operator_intervenes_on_schedule_and_the_learner_uses_its_steps(robot_pc, tmp_path):
+    """Teleop (HIL-SERL style): ``rlinf-robot teleop scripted`` (the task's expert, a process of its
+    own) takes the arm over for decisions 2-5 of every second training episode and hands it back.
+    Those steps, and only those, are flagged ``intervened`` in the episodes and in the LeRobot
+    dataset, carry the operator's action (no behaviour log-prob), and the SAC learner draws its
+    ``teleop.demo_fraction`` of each batch from them."""
+    import pyarrow.parquet as pq
+
+    from rlinf_robot.orchestrator.buffer import EpisodeStore
+    from rlinf_robot.orchestrator.config import compose
+    from rlinf_robot.orchestrator.job import TrainJob
+
+    _, endpoint, up = robot_pc
+    states, commands = f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}"
+    operator = subprocess.Popen(
+        [sys.executable, "-m", "rlinf_robot.cli", "teleop", "scripted", "--states", states, "--commands",
+         commands, "--every", "2", "--steps", "2:6", "--gain", "0.2", "--duration", "1500"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    over = _overrides(endpoint, tmp_path, **{"budget.wall_s": 1200, "run.id": "teleop"})
+    teleop = [f"teleop.states={states}", f"teleop.commands={commands}", "teleop.reply_wait_s=10"]
+    job = TrainJob(compose([*over, *teleop, "algorithm=sac", "algorithm.learning_starts=256"]))
+    run = job.run_dir
+    store = EpisodeStore(run / "real_replay")
+
+    def done() -> list[dict]:
+        return [e for e in store.read_all() if not e["meta"]["aborted"] and len(e["rewards"]) >= 6]
+
+    def enough() -> bool:
+        demo_updates = [r for r in _rows(run) if r.get("train/demo_share", 0) > 0]
+        return {e["meta"]["index"] % 2 for e in done()} == {0, 1} and len(demo_updates) >= 3
+
+    try:
+        res = _run_until(job, enough, 900, lambda: f"robot up: {up.text()[-1500:]}\nrows: {_rows(run)[-1:]}")
+    finally:
+        operator.terminate()
+        out = operator.communicate(timeout=60)[0]
+    assert not res.interrupted
+    episodes = done()
+    for ep in episodes:
+        want = list(range(2, 6)) if ep["meta"]["index"] % 2 == 0 else []
+        got = np.flatnonzero(ep["intervened"]).tolist()
+        assert got == want, (ep["meta"], got, out[-2000:])
+        assert ep["meta"]["intervened_steps"] == len(want)
+        assert np.isnan(ep["log_prob"][want]).all() and np.isfinite(ep["log_prob"][6:]).all()
+        assert np.isfinite(ep["actions"]).all()
+    assert "engaged commands" in out and "refused" not in out, out[-2000:]
+    # the LeRobot dataset: the same flags, frame by frame
+    table = pq.read_table(sorted((run / "datasets" / "arm0" / "data").rglob("*.parquet"))[0])
+    frames = table.select(["episode_index", "frame_index", "intervened"]).to_pydict()
+    flagged: dict[int, list[int]] = {}
+    for e, f, i in zip(frames["episode_index"], frames["frame_index"], frames["intervened"], strict=True):
+        if i:
+            flagged.setdefault(e, []).append(f)
+    assert flagged and all(v == [2, 3, 4, 5] for v in flagged.values()), flagged
+    # the learner: interventions in their own replay, their share of the batches
+    train = [r for r in _rows(run) if r.get("train/demo_share", 0) > 0]
+    assert train and all(r["train/demo_share"] == pytest.approx(0.25, abs=0.01) for r in train), train[-1]
+    assert 4 <= train[-1]["train/demo_replay"] <= 4 * len(flagged) + 4, train[-1]
+
+
 RESUMED_UPDATES = 10
 
 

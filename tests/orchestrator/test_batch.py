@@ -191,6 +191,34 @@ def test_cotrain_demo_rows_train_only_the_bc_term():
     assert float(loss_no.detach()) == pytest.approx(float(loss_rl.detach()), rel=1e-5, abs=1e-6)
 
 
+def test_an_operators_steps_leave_ppos_terms_and_become_bc_rows():
+    """Teleop: the steps an operator took over (``intervened``, no behaviour log-prob: NaN) get
+    ``mask`` 0 in PPO's terms, no NaN reaches the loss, and they join the batch as BC rows."""
+    import torch
+
+    import policies
+    from rlinf_robot.algorithms import get_objective
+
+    torch.manual_seed(0)
+    policy = policies.make("mlp", action_spec=EE_SPEC, state_dim=5)
+    ep = fake_episode(version=1, steps=6)
+    ep["intervened"] = np.array([False, True, True, False, False, True])
+    ep["log_prob"][ep["intervened"]] = np.nan
+    ep["actions"][ep["intervened"]] = 0.01
+    ep["states"][:6] = np.arange(6)[:, None]
+    rows = ppo.episode_rows(ep, np.zeros(6), np.full(6, -1.0), 0.0, S)
+    assert np.isfinite(rows["behaviour_log_prob"]).all()
+    assert rows["intervened"].tolist() == ep["intervened"].tolist()
+    demos = ppo.intervention_rows([ep, fake_episode(version=1, steps=4)])
+    assert demos["state"][:, 0].tolist() == [1.0, 2.0, 5.0] and np.all(demos["actions"] == 0.01)
+    batch = ppo.with_demos(ppo.to_batch(rows), demos)
+    assert batch["mask"].tolist() == [1.0, 0.0, 0.0, 1.0, 1.0, 0.0] + [0.0] * 3
+    assert batch["bc_mask"].tolist() == [0.0] * 6 + [1.0] * 3
+    loss, stats = get_objective("decoupled_ppo")(policy, batch, bc_coef=1.0)
+    assert torch.isfinite(loss) and float(stats["bc_loss"]) == pytest.approx(0.5, abs=0.05)
+    assert ppo.intervention_rows([fake_episode(version=1)]) is None  # episodes without teleop
+
+
 def test_tiny_vla_trains_on_the_jobs_batches_with_the_task_instruction():
     """policy=tiny_vla in a job: the policy is built from the env's ObsSpec (as the job's workers
     build it) and the job's batches carry the task's instruction on every row."""

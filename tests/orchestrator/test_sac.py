@@ -116,6 +116,26 @@ def test_warm_start_copies_the_newest_sim_transitions_into_an_empty_real_replay(
     w = _worker()
     _fill(w, "sim", 300, 0)
     newest = w.replays["sim"].latest(100)
-    assert w.warm_start(100) == {"sim": 300, "real": 100, "warm": 100}
+    assert w.warm_start(100) == {"sim": 300, "real": 100, "demo": 0, "warm": 100}
     torch.testing.assert_close(w.replays["real"].latest(100), newest)
-    assert w.warm_start(100) == {"sim": 300, "real": 100, "warm": 0}  # not empty any more: left as it is
+    assert w.warm_start(100) == {
+        "sim": 300,
+        "real": 100,
+        "demo": 0,
+        "warm": 0,
+    }  # not empty any more: left as it is
+
+
+def test_interventions_get_their_share_of_every_batch_once_there_are_any():
+    """Teleop: the transitions an operator took over sit in the ``demo`` replay (and in ``real``),
+    and ``demo_share`` of each batch is drawn from it; none while it is empty."""
+    w = _worker()
+    _fill(w, "sim", 200, 0)
+    _fill(w, "real", 40, 1)
+    stats = w.train(2, 0.25, seed=0, demo_share=0.25)
+    assert stats["demo_share"] == 0.0 and stats["real_share"] == pytest.approx(0.25)
+    _fill(w, "demo", 8, 2)
+    stats = w.train(4, 0.25, seed=0, demo_share=0.25)
+    batch = w.learner.cfg.batch_size
+    assert stats["demo_share"] == pytest.approx(round(0.25 * batch) / batch)
+    assert stats["demo_replay"] == 8 and stats["real_replay"] == 40
