@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "eval": "rlinf_robot.commands.eval",
     "keys": "rlinf_robot.commands.keys",
     "plan": "rlinf_robot.commands.plan",
+    "record": "rlinf_robot.commands.record",
     "replay": "rlinf_robot.commands.replay",
     "robot": "rlinf_robot.commands.robot",
     "session": "rlinf_robot.commands.session",

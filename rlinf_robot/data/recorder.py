@@ -24,7 +24,7 @@ of it. Columns:
 
 plus LeRobot's ``timestamp`` (``frame_index / fps``), ``frame_index``, ``episode_index``,
 ``index`` and ``task_index`` (the task is the episode's instruction). Each episode's row in
-``meta/episodes`` adds ``source``, ``kind`` (``train`` | ``eval`` | ``demo``), ``aborted`` and
+``meta/episodes`` adds ``source``, ``kind`` (``train`` | ``eval`` | ``demo`` | ``record``), ``aborted`` and
 ``abort_reason``, ``success``, ``return``, ``goal``, ``final_state``, ``rejections`` and times.
 """
 

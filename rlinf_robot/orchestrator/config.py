@@ -212,6 +212,18 @@ class TrainConfig:
     def sim_env(self) -> str:
         return self.sim.env or f"mujoco/{self.task.name}"
 
+    def real_env_options(self) -> dict[str, Any]:
+        """``RealEnvConfig`` fields of this job's arm episodes (the task's, on top of
+        ``robot.env``): the job's arm workers and ``rlinf-robot record --run`` alike."""
+        return {
+            **dict(self.robot.env),
+            "task": self.task.name,
+            "task_options": dict(self.task.options),
+            "action_mode": self.task.action_mode,
+            "control_hz": self.task.control_hz,
+            "terminate_on_success": self.task.terminate_on_success,
+        }
+
     def sim_make_kwargs(self) -> dict[str, Any]:
         """``sim.make`` options of this job's sim envs (the task's action mode, rate and episode
         rule on top of ``sim.kwargs``): the training sim and the replay's sim twin alike."""

@@ -305,14 +305,7 @@ class TrainJob:
             f"{', '.join(f'{g.name} x{g.num_ranks}' for g in self.scheduler.config.groups)}"
         )
         policy_kwargs = dict(cfg.policy.kwargs)
-        real_env = {
-            **dict(cfg.robot.env),
-            "task": cfg.task.name,
-            "task_options": dict(cfg.task.options),
-            "action_mode": cfg.task.action_mode,
-            "control_hz": cfg.task.control_hz,
-            "terminate_on_success": cfg.task.terminate_on_success,
-        }
+        real_env = cfg.real_env_options()
         specs = None
         if cfg.uses_sim:
             sim_kwargs = cfg.sim_make_kwargs()

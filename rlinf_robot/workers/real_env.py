@@ -217,23 +217,46 @@ class RealEnvWorker(Worker):
         uses, or a fresh env's first goals are the first training episodes' again. ``expert``: the
         task's scripted expert acts instead of the policy (real-arm demonstrations, recorded as
         ``demo`` episodes), at ``expert_gain`` (``sim.mujoco.experts.expert_for``)."""
+        actor = self._expert(expert_gain) if expert else None
+        return self._episodes(episodes, "demo" if expert else "eval", deterministic, timeout_s, seed, actor)
+
+    def record(
+        self,
+        episodes: int,
+        actor: str = "policy",
+        deterministic: bool = True,
+        timeout_s: float = 900.0,
+        seed: int | None = None,
+        expert_gain: float | None = None,
+    ) -> list[dict]:
+        """``rlinf-robot record``: ``episodes`` episodes recorded as ``record`` episodes, acted by
+        ``actor`` - ``policy``, ``expert`` (the task's scripted expert) or ``hold`` (the arm stays
+        where it is) - with the teleop operator, where one is configured, free to take over (an
+        operator alone drives the arm with ``hold``)."""
+        actors = {"policy": lambda: None, "expert": lambda: self._expert(expert_gain), "hold": self._hold}
+        if actor not in actors:
+            raise ValueError(f"actor must be one of {sorted(actors)}, got {actor!r}")
+        return self._episodes(
+            episodes, "record", deterministic, timeout_s, seed, actors[actor](), teleop=self._teleop
+        )
+
+    def _episodes(self, episodes, kind, deterministic, timeout_s, seed, actor, teleop=None) -> list[dict]:
         if self._thread is not None and self._thread.is_alive():
-            raise RuntimeError("stop() the training episodes before evaluating on the arm")
+            raise RuntimeError("stop() the training episodes before evaluating or recording on the arm")
         out: list[dict[str, Any]] = []
-        kind = "demo" if expert else "eval"
         self._kind = kind
         deadline = time.monotonic() + timeout_s
         reseed = None if seed is None else int(seed) + self.rank
         while len(out) < episodes and time.monotonic() < deadline and not self._halt.is_set():
             try:
                 env = self._connect()
-                actor = self._expert(expert_gain) if expert else None
-                out.append(self._episode(env, deterministic, seed=reseed, expert=actor))
+                index = len(out) if teleop is not None else -1
+                out.append(self._episode(env, deterministic, reseed, actor, teleop=teleop, index=index))
                 reseed = None  # the episodes after the first go on from its generator
                 self._record(out[-1], kind)
             except _Halted:
                 break
-            except Exception as e:  # a lost link during eval: reconnect and go on
+            except Exception as e:  # a lost link: reconnect and go on
                 if type(e).__name__ not in _LINK_ERRORS:
                     raise
                 self._lost(e)
@@ -345,6 +368,22 @@ class RealEnvWorker(Worker):
             t = self._torch.as_tensor(actions)
             raw = self._acting.raw_from_normalized(self._acting.normalize_actions(t)).cpu().numpy()
         return actions, raw
+
+    def _hold(self):
+        """An actor that holds the arm where it is (a zero ``ee_delta`` / ``joint_delta`` row; the
+        gripper, where there is one, keeps its measured width): what the arm does while no
+        operator drives it during ``record(actor="hold")``."""
+        mode = self.env_cfg.action_mode
+        if mode not in ("ee_delta", "joint_delta"):
+            raise ValueError(f"actor 'hold' needs a delta action mode, the task uses {mode!r}")
+
+        def act(env, obs):
+            a = np.zeros((1, 1, *env.action_spec.shape), np.float32)
+            if env.action_spec.gripper:
+                a[0, 0, -1] = obs["state"][0][env.obs_spec.state_slices()["gripper_width"]][0]
+            return a, a.copy(), None, None, -1
+
+        return act
 
     def _episode(
         self, env, deterministic: bool, seed: int | None = None, expert=None, teleop=None, index: int = -1

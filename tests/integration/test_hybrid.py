@@ -515,6 +515,70 @@ def test_a_scripted_operator_intervenes_on_schedule_and_the_learner_uses_its_ste
     assert 4 <= train[-1]["train/demo_replay"] <= 4 * len(flagged) + 4, train[-1]
 
 
+def _dataset_frames(root: Path) -> dict[int, dict[str, list]]:
+    """episode_index -> its frames' columns, read with pyarrow from a recorded dataset."""
+    import pyarrow.parquet as pq
+
+    out: dict[int, dict[str, list]] = {}
+    for path in sorted((root / "data").rglob("*.parquet")):
+        cols = pq.read_table(path).to_pydict()
+        for i, e in enumerate(cols["episode_index"]):
+            ep = out.setdefault(e, {})
+            for k, v in cols.items():
+                ep.setdefault(k, []).append(v[i])
+    return out
+
+
+def test_record_drives_the_arm_with_the_expert_or_an_operator_and_writes_datasets(robot_pc, tmp_path):
+    """``rlinf-robot record``: the scripted expert reaches its goal and the episode lands in a
+    LeRobot dataset as a ``record`` episode; with ``--actor hold`` and an operator, the arm stays
+    put until the operator takes over (decisions 3-7) and moves only then, flagged ``intervened``."""
+    import pyarrow.parquet as pq
+
+    _, endpoint, up = robot_pc
+    cli = [sys.executable, "-m", "rlinf_robot.cli", "record", "--endpoint", endpoint, "--task", "fr3-reach"]
+    expert = subprocess.run(
+        [*cli, "--out", str(tmp_path / "expert"), "--episodes", "1", "--actor", "expert"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert expert.returncode == 0, expert.stdout[-2000:] + expert.stderr[-2000:] + up.text()[-1000:]
+    assert "success True" in expert.stdout, expert.stdout
+    episodes = pq.read_table(
+        sorted((tmp_path / "expert" / "arm0" / "meta" / "episodes").rglob("*.parquet"))[0]
+    )
+    assert episodes.column("kind").to_pylist() == ["record"]
+
+    states, commands = f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}"
+    operator = subprocess.Popen(
+        [sys.executable, "-m", "rlinf_robot.cli", "teleop", "scripted", "--states", states, "--commands",
+         commands, "--every", "1", "--steps", "3:8", "--gain", "0.2", "--duration", "900"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        held = subprocess.run(
+            [*cli, "--out", str(tmp_path / "held"), "--episodes", "2", "--actor", "hold",
+             "--teleop-states", states, "--teleop-commands", commands],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    finally:
+        operator.terminate()
+        out = operator.communicate(timeout=60)[0]
+    assert held.returncode == 0, held.stdout[-2000:] + held.stderr[-2000:] + out[-1000:]
+    frames = _dataset_frames(tmp_path / "held" / "arm0")
+    assert len(frames) == 2, (held.stdout, out)
+    for ep, cols in frames.items():
+        flagged = [f for f, i in zip(cols["frame_index"], cols["intervened"], strict=True) if i]
+        assert flagged == [3, 4, 5, 6, 7], (ep, flagged, held.stdout, out[-1000:])
+        state = np.array(cols["observation.state"])
+        tcp, goal = state[:, 14:17], state[0, 22:25]  # ROBOT_STATE_FIELDS, then the reach task's goal
+        moved = np.linalg.norm(np.diff(tcp, axis=0), axis=1)
+        to_goal = np.linalg.norm(tcp - goal, axis=1)
+        # the arm holds until the takeover, the operator's five steps bring it towards the goal
+        # (the motion generator ramps up, so part of it comes after), and it comes to rest again
+        assert moved[:3].max() < 1e-3 and moved[-5:].max() < 1e-3, (ep, moved)
+        assert to_goal[-1] < to_goal[3] - 5e-3, (ep, to_goal)
+
+
 RESUMED_UPDATES = 10
 
 
