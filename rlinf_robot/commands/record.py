@@ -34,6 +34,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--timeout", type=float, default=3600.0, help="give up after this many seconds")
     parser.add_argument("--curve-secret-file", default="", help="the learner's CURVE secret key file")
     parser.add_argument("--curve-server-public-file", default="", help="the robot PC's CURVE public key file")
+    parser.add_argument(
+        "--teleop-public-file", default="", help="the operator's CURVE public key (off loopback)"
+    )
 
 
 def _policy_from_run(run_dir):
@@ -97,6 +100,11 @@ def run(args) -> int:
             "server_public_file": args.curve_server_public_file,
         }
     teleop = {"states": args.teleop_states, "commands": args.teleop_commands} if args.teleop_states else None
+    if teleop is not None and args.teleop_public_file:
+        teleop["curve"] = {
+            "secret_file": args.curve_secret_file,
+            "server_public_file": args.teleop_public_file,
+        }
     worker = RealEnvWorker(
         args.endpoint,
         env=env,

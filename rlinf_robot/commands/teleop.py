@@ -21,21 +21,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--steps", default="5:25", help="scripted: decisions start:stop of those episodes")
     parser.add_argument("--gain", type=float, default=None, help="scripted: the expert's proportional gain")
     parser.add_argument("--rate", type=float, default=20.0, help="devices: commands per second")
+    parser.add_argument("--curve-secret-file", default="", help="the operator's secret key (off loopback)")
+    parser.add_argument("--curve-authorized-dir", default="", help="the arm workers' public keys (*.key)")
 
 
 def run(args) -> int:
     import signal
     import threading
 
+    from rlinf_robot.bridge.config import CurveServerKeys
     from rlinf_robot.teleop.operator import KeyboardOperator, Schedule, ScriptedOperator, SpaceMouseOperator
 
+    curve = None
+    if args.curve_secret_file or args.curve_authorized_dir:
+        curve = CurveServerKeys(args.curve_secret_file, args.curve_authorized_dir)
     try:
         if args.kind == "scripted":
             schedule = Schedule.parse(args.every, args.steps, args.offset)
-            op = ScriptedOperator(args.states, args.commands, schedule, gain=args.gain)
+            op = ScriptedOperator(args.states, args.commands, schedule, gain=args.gain, curve=curve)
         else:
             cls = KeyboardOperator if args.kind == "keyboard" else SpaceMouseOperator
-            op = cls(args.states, args.commands, rate_hz=args.rate)
+            op = cls(args.states, args.commands, rate_hz=args.rate, curve=curve)
     except (ValueError, RuntimeError) as e:
         print(f"rlinf-robot teleop: {e}")
         return 2

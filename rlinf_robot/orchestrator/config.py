@@ -93,6 +93,8 @@ class TeleopConfig:
     max_age_s: float = 0.5  # an operator's command counts this long (then the arm is the policy's again)
     reply_wait_s: float = 0.5  # how long an attached (state-answering) operator is waited for, per step
     demo_fraction: float = 0.25  # sac / rlpd: share of each batch from the intervened transitions
+    #: off loopback: {secret_file: <learner key>, server_public_file: <operator's public key>}
+    curve: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -13,6 +13,11 @@ process died hands the arm back to the policy, it does not freeze it on a stale 
 ``check_command``, else None (the policy acts). A refused command is counted and named in the
 next published state. The link never blocks the arm for longer than ``reply_wait_s``, and not at
 all when no operator is attached.
+
+Off this machine the link authenticates the operator: an endpoint that is not loopback needs
+``curve`` (the learner's secret certificate and the operator's public key, as for the bridge), so
+only the process holding the operator's secret key can send the arm commands, and only this
+worker's key is let in by the operator (``rlinf-robot teleop --curve-...``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import time
 import numpy as np
 import zmq
 
+from rlinf_robot.bridge.auth import apply_client_keys
+from rlinf_robot.bridge.config import CurveClientKeys, is_loopback
 from rlinf_robot.teleop.messages import TeleopCommand, TeleopState, check_command, decode, encode
 
 log = logging.getLogger(__name__)
@@ -38,9 +45,17 @@ class TeleopLink:
         high: np.ndarray,
         max_age_s: float = 0.5,
         reply_wait_s: float = 0.5,
+        curve: CurveClientKeys | dict | None = None,
     ):
         if not states or not commands:
             raise ValueError("teleop needs both endpoints: states (env -> operators) and commands")
+        if isinstance(curve, dict):
+            curve = CurveClientKeys(**curve) if curve else None
+        if curve is None and not (is_loopback(states) and is_loopback(commands)):
+            raise ValueError(
+                f"teleop endpoints off this machine ({states}, {commands}) need CURVE keys "
+                "(teleop.curve: secret_file, server_public_file): an unauthenticated operator could move the arm"
+            )
         self.robot = robot
         self.low, self.high = [float(x) for x in low], [float(x) for x in high]
         self.max_age_s, self.reply_wait_s = float(max_age_s), float(reply_wait_s)
@@ -48,10 +63,13 @@ class TeleopLink:
         self._pub = self._ctx.socket(zmq.PUB)
         self._pub.setsockopt(zmq.LINGER, 0)
         self._pub.setsockopt(zmq.SNDHWM, 100)
-        self._pub.connect(states)
         self._sub = self._ctx.socket(zmq.SUB)
         self._sub.setsockopt(zmq.LINGER, 0)
         self._sub.setsockopt(zmq.SUBSCRIBE, b"")
+        if curve is not None:
+            apply_client_keys(self._pub, curve)
+            apply_client_keys(self._sub, curve)
+        self._pub.connect(states)
         self._sub.connect(commands)
         self._latest: TeleopCommand | None = None
         self._latest_at = -np.inf  # time.monotonic() when it arrived

@@ -13,6 +13,10 @@ connects to them (``rlinf_robot.teleop.link``). Three kinds:
   when used; a clear error names the missing package.
 
 Any other process can be an operator: it only has to speak ``rlinf_robot.teleop.messages``.
+
+An operator that binds an address other than loopback needs ``curve`` (its secret certificate
+and a directory of the arm workers' public keys, as the bridge's server keys): it then talks only
+to workers whose keys are in that directory, and they know it is the operator.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import zmq
 
+from rlinf_robot.bridge.auth import ServerSecurity
+from rlinf_robot.bridge.config import CurveServerKeys, is_loopback
 from rlinf_robot.teleop.messages import TeleopCommand, TeleopState, decode, encode
 
 log = logging.getLogger(__name__)
@@ -35,14 +41,24 @@ class Operator:
 
     name = "operator"
 
-    def __init__(self, states: str, commands: str):
+    def __init__(self, states: str, commands: str, curve: CurveServerKeys | None = None):
+        if curve is None and not (is_loopback(states) and is_loopback(commands)):
+            raise ValueError(
+                f"an operator bound off this machine ({states}, {commands}) needs CURVE keys "
+                "(--curve-secret-file, --curve-authorized-dir): anyone could otherwise read the arm's "
+                "state and impersonate it"
+            )
         self._ctx = zmq.Context.instance()
+        self._security = ServerSecurity(self._ctx, curve) if curve is not None else None
         self._sub = self._ctx.socket(zmq.SUB)
         self._sub.setsockopt(zmq.LINGER, 0)
         self._sub.setsockopt(zmq.SUBSCRIBE, b"")
-        self._sub.bind(states)
         self._pub = self._ctx.socket(zmq.PUB)
         self._pub.setsockopt(zmq.LINGER, 0)
+        if self._security is not None:
+            self._security.apply(self._sub)
+            self._security.apply(self._pub)
+        self._sub.bind(states)
         self._pub.bind(commands)
         #: the bound endpoints (``tcp://127.0.0.1:*`` picks free ports): what the envs connect to
         self.states = self._sub.getsockopt_string(zmq.LAST_ENDPOINT)
@@ -93,6 +109,8 @@ class Operator:
     def close(self) -> None:
         self._sub.close(0)
         self._pub.close(0)
+        if self._security is not None:
+            self._security.stop()
 
 
 @dataclass(frozen=True)
@@ -137,8 +155,15 @@ class _StateLayout:
 class ScriptedOperator(Operator):
     name = "scripted"
 
-    def __init__(self, states: str, commands: str, schedule: Schedule, gain: float | None = None):
-        super().__init__(states, commands)
+    def __init__(
+        self,
+        states: str,
+        commands: str,
+        schedule: Schedule,
+        gain: float | None = None,
+        curve: CurveServerKeys | None = None,
+    ):
+        super().__init__(states, commands, curve)
         self.schedule = schedule
         self.gain = gain
         self._experts: dict[str, object] = {}
@@ -173,9 +198,15 @@ class _DeviceOperator(Operator):
     at ``rate_hz``, scaled to the env's per-tick action units (``max_step`` m, ``max_rot`` rad)."""
 
     def __init__(
-        self, states: str, commands: str, rate_hz: float = 20.0, max_step: float = 0.01, max_rot=0.05
+        self,
+        states: str,
+        commands: str,
+        rate_hz: float = 20.0,
+        max_step: float = 0.01,
+        max_rot: float = 0.05,
+        curve: CurveServerKeys | None = None,
     ):
-        super().__init__(states, commands)
+        super().__init__(states, commands, curve)
         self.period = 1.0 / float(rate_hz)
         self.max_step, self.max_rot = float(max_step), float(max_rot)
         self._next = time.monotonic()

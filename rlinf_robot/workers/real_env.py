@@ -125,6 +125,7 @@ class RealEnvWorker(Worker):
                 high=action_spec.high,
                 max_age_s=float(teleop.get("max_age_s", 0.5)),
                 reply_wait_s=float(teleop.get("reply_wait_s", 0.5)),
+                curve=teleop.get("curve") or None,
             )
         self.latency_ms: list[float] = []  # per step: chunk sent -> its end observed
         self._recorder = None

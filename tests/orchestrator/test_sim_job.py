@@ -39,6 +39,20 @@ def test_a_sim_only_job_stops_once_it_reaches_its_target_success(tmp_path, capsy
     assert train[-1]["sim:fr3-reach/success"] >= 0.5
     assert res.state.train_wall_s < 600  # it stopped on the target, not the budget
     assert res.eval["sim"]["n"] >= 8
+    # `rlinf-robot record --run` acts with this run's policy: its task, its policy config and the
+    # weights of its last checkpoint load into the arm worker's policy as they were trained
+    from safetensors.torch import load_file
+
+    import policies
+    from rlinf_robot.commands.record import _policy_from_run
+    from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
+
+    env, name, kwargs, weights = _policy_from_run(res.run_dir)
+    assert env["task"] == "fr3-reach" and name == "mlp" and weights.exists()
+    action_spec, obs_spec = RealRobotEnv.specs(RealEnvConfig.from_dict({**env, "auto_reset": False}))
+    policy = policies.make(name, action_spec=action_spec, obs_spec=obs_spec, **kwargs)
+    missing, unexpected = policy.load_state_dict(load_file(str(weights)), strict=True)
+    assert not missing and not unexpected
 
 
 def test_target_success_needs_a_sim_and_a_rate():

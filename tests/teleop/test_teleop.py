@@ -188,3 +188,42 @@ def test_schedule_parse_refuses_nonsense():
     for every, steps, offset in [(0, "1:2", 0), (2, "5:5", 0), (2, "1:2", 2), (2, "x", 0)]:
         with pytest.raises(ValueError):
             Schedule.parse(every, steps, offset)
+
+
+def test_off_loopback_an_operator_and_a_link_need_curve_keys():
+    action_spec, _ = _specs()
+    with pytest.raises(ValueError, match="need CURVE keys"):
+        TeleopLink(
+            "tcp://10.9.8.7:5590", "tcp://10.9.8.7:5591", "real:arm0", action_spec.low, action_spec.high
+        )
+    with pytest.raises(ValueError, match="needs CURVE keys"):
+        ScriptedOperator("tcp://0.0.0.0:*", "tcp://0.0.0.0:*", Schedule())
+
+
+def test_with_curve_only_a_worker_whose_key_the_operator_allows_gets_its_commands(tmp_path):
+    """CURVE on the teleop path: the operator's server keys and an allow-list of worker keys. The
+    allowed worker is taken over on schedule; a worker with a key not in the list gets nothing."""
+    from rlinf_robot.bridge.auth import generate_keypair
+    from rlinf_robot.bridge.config import CurveServerKeys
+
+    op_public, op_secret = generate_keypair(tmp_path / "operator", "operator")
+    _, worker_secret = generate_keypair(tmp_path / "allowed", "worker")
+    _, stranger_secret = generate_keypair(tmp_path / "strangers", "stranger")
+    action_spec, obs_spec = _specs()
+    state = _state(obs_spec, np.random.default_rng(4))
+    keys = CurveServerKeys(op_secret, tmp_path / "allowed")
+    with _Serving(ScriptedOperator(ANY, ANY, Schedule(every=1, start=0, stop=100), curve=keys)) as op:
+        worker = _link(op, action_spec, max_age_s=5.0, reply_wait_s=10.0,
+                       curve={"secret_file": worker_secret, "server_public_file": op_public})  # fmt: skip
+        stranger = _link(op, action_spec, max_age_s=5.0, reply_wait_s=10.0,
+                         curve={"secret_file": stranger_secret, "server_public_file": op_public})  # fmt: skip
+        try:
+            _wait_attached(worker, obs_spec, state)
+            assert _decide(worker, obs_spec, 0, 1, state) is not None
+            for step in range(20):  # the stranger's handshake is refused: no state out, no command in
+                assert _decide(stranger, obs_spec, 0, step, state) is None
+                time.sleep(0.05)
+            assert stranger.counts["commands"] == 0, stranger.counts
+        finally:
+            worker.close()
+            stranger.close()
