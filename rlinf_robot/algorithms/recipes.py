@@ -167,17 +167,25 @@ class Recipe:
 
         return sim.make(self.env, num_envs=num_envs or self.num_envs, **self.env_options())
 
-    def make_policy(self, env, **options):
+    def policy_options(self) -> dict[str, Any]:
+        """What this method adds to the ``mlp`` policy's options (its own head, its std)."""
+        return {}
+
+    def policy_kwargs(self) -> dict[str, Any]:
+        """``policies.make("mlp", action_spec=..., obs_spec=..., **policy_kwargs())``: the policy this
+        recipe trains (what a saved run needs to rebuild it for its weights)."""
+        return {
+            "hidden": list(self.hidden),
+            "activation": self.activation,
+            "chunk_size": self.chunk_size,
+            **self.policy_options(),
+        }
+
+    def make_policy(self, env):
         import policies
 
         return policies.make(
-            "mlp",
-            action_spec=env.action_spec,
-            obs_spec=env.obs_spec,
-            hidden=self.hidden,
-            activation=self.activation,
-            chunk_size=self.chunk_size,
-            **options,
+            "mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, **self.policy_kwargs()
         )
 
     # ---------------------------------------------------------------------- running
@@ -305,11 +313,14 @@ class PPORecipe(Recipe):
     target_success: float | None = 0.95  # stop once the last ``window`` training episodes reach it
     window: int = 32
 
+    def policy_options(self) -> dict[str, Any]:
+        return {"init_log_std": self.init_log_std}
+
     def _train(self, seed: int, clock: _Clock) -> _Trained:
         from rlinf_robot.algorithms.loops.ppo_loop import train_ppo
 
         env = self.make_env()
-        policy = self.make_policy(env, init_log_std=self.init_log_std)
+        policy = self.make_policy(env)
         try:
             res = train_ppo(
                 env,
@@ -342,13 +353,16 @@ class SFTRecipe(_Demos, Recipe):
         super().__post_init__()
         _check_demos(self)
 
+    def policy_options(self) -> dict[str, Any]:
+        return {"init_log_std": self.init_log_std}
+
     def _train(self, seed: int, clock: _Clock) -> _Trained:
         from rlinf_robot.algorithms.loops.sft_loop import train_sft
 
         rollouts = _record(self, seed)
         clock.note("demos", {"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
         env = self.make_env(1)  # specs only
-        policy = self.make_policy(env, init_log_std=self.init_log_std)
+        policy = self.make_policy(env)
         env.close()
         stopped = "done"
         try:
@@ -381,6 +395,9 @@ class SACRecipe(_Demos, Recipe):
         elif self.sft_epochs:
             raise ConfigError(f"recipe {self.name}: sft_epochs needs demonstrations (demo_episodes >= 1)")
 
+    def policy_options(self) -> dict[str, Any]:
+        return {"squash": True, "value_head": False, "obs_norm": self.obs_norm}
+
     def _train(self, seed: int, clock: _Clock) -> _Trained:
         from rlinf_robot.algorithms.loops.sac_loop import train_sac
         from rlinf_robot.algorithms.loops.sft_loop import train_sft
@@ -390,7 +407,7 @@ class SACRecipe(_Demos, Recipe):
             rollouts = _record(self, seed)
             clock.note("demos", {"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
         env = self.make_env()
-        policy = self.make_policy(env, squash=True, value_head=False, obs_norm=self.obs_norm)
+        policy = self.make_policy(env)
         demos = None
         if rollouts is not None:
             demos = rollouts.replay_buffer(policy, self.chunk_size)
