@@ -223,6 +223,23 @@ class CalibrationStore:
         ]
         return matches[-1] if matches else None
 
+    def usable(
+        self, which: str, kind: str, force: bool = False, robot_serial: str | None = None, hint: str = ""
+    ) -> CalibrationRecord | None:
+        """Record ``which`` (an id, or ``latest`` of ``kind`` for ``robot_serial``; None when there
+        is no such latest one). A stale or out-of-bounds record raises ``CalibrationInvalid`` with
+        its problems and ``hint`` (what to do about it) unless ``force``: the one rule the jobs and
+        the session apply to the records they use."""
+        rec = self.latest(kind, robot_serial) if which == "latest" else self.get(which)
+        if rec is None:
+            return None
+        problems = rec.problems()
+        if problems and not force:
+            raise CalibrationInvalid(
+                f"calibration {rec.id}: {'; '.join(problems)}" + (f" ({hint})" if hint else "")
+            )
+        return rec
+
     def require(
         self,
         kinds: tuple[str, ...] = ("handeye",),

@@ -204,14 +204,9 @@ class TrainJob:
         job with the reason unless ``calibration.force``."""
         from calibration.store import CalibrationInvalid
 
-        rec = store.latest(kind) if which == "latest" else store.get(which)
+        rec = store.usable(which, kind, self.cfg.calibration.force, hint="or calibration.force=true")
         if rec is None:
             raise CalibrationInvalid(f"calibration: no {kind} record in {store.root}")
-        problems = rec.problems()
-        if problems and not self.cfg.calibration.force:
-            raise CalibrationInvalid(
-                f"calibration {rec.id}: {'; '.join(problems)} (or calibration.force=true)"
-            )
         return rec
 
     def _check_robots_answer(self) -> None:

@@ -102,20 +102,10 @@ class Session:
     def _valid_or_stop(self, kind: str, serial: str):
         """The latest record of ``kind``: None when there is none (or ``recalibrate``); a stale or
         out-of-bounds one stops the session with the reason unless ``calibration.force``."""
-        from calibration.store import CalibrationInvalid
-
         if self.cfg.session.recalibrate:
             return None
-        rec = self.store.latest(kind, robot_serial=serial)
-        if rec is None:
-            return None
-        problems = rec.problems()
-        if problems and not self.cfg.calibration.force:
-            raise CalibrationInvalid(
-                f"calibration {rec.id}: {'; '.join(problems)} (session.recalibrate=true redoes it, "
-                "calibration.force=true uses it anyway)"
-            )
-        return rec
+        hint = "session.recalibrate=true redoes it, calibration.force=true uses it anyway"
+        return self.store.usable("latest", kind, self.cfg.calibration.force, robot_serial=serial, hint=hint)
 
     def _calibrate_cli(self, argv: list[str], out: Path) -> None:
         """One ``rlinf-robot calibrate`` run, exactly as a user would start it."""
