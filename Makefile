@@ -70,7 +70,7 @@ bench: setup
 
 LINT_PATHS := rlinf_robot sim policies calibration tests benchmarks ros_ws/src
 # The robot-PC side and the env contract are type-checked (pyproject.toml [tool.mypy]).
-TYPED_PATHS := rlinf_robot/protocol rlinf_robot/safety rlinf_robot/bridge rlinf_robot/envs rlinf_robot/robot rlinf_robot/settings.py
+TYPED_PATHS := rlinf_robot/protocol rlinf_robot/safety rlinf_robot/bridge rlinf_robot/envs rlinf_robot/robot rlinf_robot/teleop rlinf_robot/settings.py
 
 lint: $(STAMPS)/venv
 	@$(VENV)/bin/ruff check $(LINT_PATHS)

@@ -59,7 +59,7 @@ class TeleopLink:
         self.robot = robot
         self.low, self.high = [float(x) for x in low], [float(x) for x in high]
         self.max_age_s, self.reply_wait_s = float(max_age_s), float(reply_wait_s)
-        self._ctx = zmq.Context.instance()
+        self._ctx: zmq.Context = zmq.Context.instance()
         self._pub = self._ctx.socket(zmq.PUB)
         self._pub.setsockopt(zmq.LINGER, 0)
         self._pub.setsockopt(zmq.SNDHWM, 100)

@@ -48,7 +48,7 @@ class Operator:
                 "(--curve-secret-file, --curve-authorized-dir): anyone could otherwise read the arm's "
                 "state and impersonate it"
             )
-        self._ctx = zmq.Context.instance()
+        self._ctx: zmq.Context = zmq.Context.instance()
         self._security = ServerSecurity(self._ctx, curve) if curve is not None else None
         self._sub = self._ctx.socket(zmq.SUB)
         self._sub.setsockopt(zmq.LINGER, 0)
