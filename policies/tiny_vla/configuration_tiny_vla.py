@@ -13,6 +13,7 @@ class TinyVLAConfig(PretrainedConfig):
         cameras: list[str] | tuple[str, ...] = ("front",),
         image_size: int = 96,
         state_dim: int = 0,
+        state_columns: list[int] | None = None,
         action_dim: int = 7,
         chunk_size: int = 4,
         hidden_size: int = 128,
@@ -34,6 +35,9 @@ class TinyVLAConfig(PretrainedConfig):
         self.cameras = list(cameras)
         self.image_size = image_size
         self.state_dim = state_dim
+        #: the columns of the env's state vector the model reads (None: all of them); e.g. only the
+        #: robot's proprioception, so what a task is about must come from the cameras and the words
+        self.state_columns = list(state_columns) if state_columns is not None else None
         self.action_dim = action_dim
         self.chunk_size = chunk_size
         self.hidden_size = hidden_size

@@ -42,6 +42,7 @@ class TinyVLAPolicy(BasePolicy):
         model: TinyVLAModel | None = None,
         tokenizer=None,
         use_state: bool = True,
+        state_fields: list[str] | tuple[str, ...] | None = None,
         **config,
     ):
         super().__init__()
@@ -55,10 +56,25 @@ class TinyVLAPolicy(BasePolicy):
                 raise ConfigError(
                     f"tiny_vla.cameras {unknown} not in the env's cameras {sorted(obs_spec.images)}"
                 )
+            columns = None
+            if state_fields is not None:  # e.g. the robot's own fields: proprioception only
+                slices = obs_spec.state_slices()
+                unknown = [f for f in state_fields if f not in slices]
+                if unknown:
+                    raise ConfigError(
+                        f"tiny_vla.state_fields {unknown} not in the env's state {list(slices)}"
+                    )
+                columns = [i for f in state_fields for i in range(slices[f].start, slices[f].stop)]
+            state_dim = (
+                (len(columns) if columns is not None else int(np.prod(obs_spec.state_shape)))
+                if use_state
+                else 0
+            )
             model = TinyVLAModel(
                 TinyVLAConfig(
                     cameras=cams,
-                    state_dim=int(np.prod(obs_spec.state_shape)) if use_state else 0,
+                    state_dim=state_dim,
+                    state_columns=columns if use_state else None,
                     action_dim=action_spec.shape[0],
                     vocab_size=byte_vocab_size(),
                     action_mode=action_spec.mode,
@@ -111,7 +127,9 @@ class TinyVLAPolicy(BasePolicy):
                 zip(cfg.cameras, image_tensors(obs, cfg.cameras, device), strict=True)
             )
         if cfg.state_dim:
-            inputs["state"] = state_tensor(obs, device)
+            state = state_tensor(obs, device)
+            columns = getattr(cfg, "state_columns", None)
+            inputs["state"] = state[..., columns] if columns is not None else state
         instructions = list(obs.get("instruction") or [])
         if instructions:
             inputs["input_ids"], inputs["attention_mask"] = self._tokens(instructions, device)
@@ -120,7 +138,9 @@ class TinyVLAPolicy(BasePolicy):
     def update_obs_norm(self, states) -> None:
         """Fold a batch of states into the model's proprio normalizer (call with demo / rollout states)."""
         if self.model.state_norm is not None:
-            self.model.state_norm.update(torch.as_tensor(np.asarray(states), dtype=torch.float32))
+            states = torch.as_tensor(np.asarray(states), dtype=torch.float32)
+            columns = getattr(self.model.config, "state_columns", None)
+            self.model.state_norm.update(states[..., columns] if columns is not None else states)
 
     # ----------------------------------------------------------------- policy
     def distribution(self, obs: dict) -> tuple[ChunkGaussian, Tensor]:

@@ -108,3 +108,36 @@ def test_config_errors(point_env):
         policies.make(
             "tiny_vla", action_spec=point_env.action_spec, obs_spec=point_env.obs_spec, hidden_size=30
         )
+
+
+def test_state_fields_keep_the_model_to_proprioception(tmp_path):
+    """``state_fields``: the model reads only those columns of the env's state (the robot's own, so
+    what the task is about must come from the cameras and the words); saved with the model."""
+    from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv
+
+    action_spec, obs_spec = RealRobotEnv.specs(RealEnvConfig.from_dict({"task": "fr3-reach"}))
+    torch.manual_seed(0)
+    pol = policies.make(
+        "tiny_vla", action_spec=action_spec, obs_spec=obs_spec, cameras=[], hidden_size=64,
+        state_fields=["tcp_pos", "gripper_width"],
+    )  # fmt: skip
+    assert pol.model.config.state_columns == [14, 15, 16, 21] and pol.model.config.state_dim == 4
+    with torch.no_grad():
+        pol.model.action_head.weight.normal_(0, 0.1)
+    rng = np.random.default_rng(0)
+    state = rng.normal(size=(3, obs_spec.state_shape[0])).astype(np.float32)
+    obs = {"state": state, "images": {}, "instruction": ["reach the green dot"] * 3}
+    np.testing.assert_array_equal(pol.model_inputs(obs)["state"].numpy(), state[:, [14, 15, 16, 21]])
+    moved = state.copy()
+    moved[:, obs_spec.state_slices()["goal_pos"]] += 0.3  # a column it does not read
+    a = pol.predict_action_batch(obs, deterministic=True).actions
+    b = pol.predict_action_batch({**obs, "state": moved}, deterministic=True).actions
+    np.testing.assert_array_equal(a, b)
+    pol.save_pretrained(tmp_path)
+    loaded = policies.get("tiny_vla").from_pretrained(tmp_path)
+    assert loaded.model.config.state_columns == [14, 15, 16, 21]
+    np.testing.assert_array_equal(loaded.predict_action_batch(obs, deterministic=True).actions, a)
+    with pytest.raises(ConfigError, match="state_fields \\['object_pose'\\] not in"):
+        policies.make(
+            "tiny_vla", action_spec=action_spec, obs_spec=obs_spec, cameras=[], state_fields=["object_pose"]
+        )
