@@ -248,6 +248,7 @@ class RealRobotEnv(BatchedEnv):
         out = RowResults.empty(n, horizon, int(self.obs_spec.state_shape[0]))
         rejections, aborted, reports, step_ms = [], np.zeros(n, bool), [], np.zeros(n)
         for i, (c, seq) in enumerate(zip(self.clients, seqs, strict=True)):
+            before = self._obs[i]  # the state the chunk started from
             o = self._await(
                 i,
                 lambda o, c=c, seq=seq: (
@@ -268,11 +269,8 @@ class RealRobotEnv(BatchedEnv):
             reports.append(dict(o.chunk_report) if o.chunk_seq == seq else {})
             trace = o.chunk_trace if o.chunk_seq == seq and o.chunk_trace is not None else None
             k = int(rows[i])
-            states = np.tile(np.concatenate([o.joint_pos[:7], o.ee_pose, [o.gripper_width]]), (k, 1))
-            if trace is not None:  # rows the arm held through (a refusal) keep the last state
-                m = min(len(trace), k)
-                states[:m] = trace[:m]
-                states[np.isnan(states).any(axis=1)] = states[m - 1] if m else states[-1]
+            start = _arm_state(before) if before is not None else _arm_state(o)
+            states = row_states(trace, k, start, _arm_state(o))
             batch = self._batch(states[:, :7], states[:, 7:10], states[:, 10:14], states[:, 14], [i] * k)
             reward, success = self.task.evaluate(batch)
             out.reward[i, :k], out.success[i, :k] = reward, success
@@ -445,3 +443,26 @@ def _age_ms(o: Observation) -> float:
     """How old the observation was when the learner got it (capture -> receipt, wall clocks)."""
     a, b = o.hops.get("obs_captured"), o.hops.get("obs_received")
     return float("nan") if a is None or b is None else (b - a) / 1e6
+
+
+def _arm_state(o: Observation) -> np.ndarray:
+    """Joint positions, TCP pose and finger opening of an observation, as a chunk trace row."""
+    return np.concatenate([o.joint_pos[:7], o.ee_pose, [o.gripper_width]])
+
+
+def row_states(trace: np.ndarray | None, k: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The arm's state after each of a chunk's ``k`` rows: the bridge's trace, where a row the arm
+    held through (refused: a NaN row) keeps the state before it (``start`` for the first row), and
+    rows past the trace the state at the end (``end``). Never NaN: a NaN state would make the
+    row's reward NaN, and one NaN reward every weight of the learner."""
+    states = np.tile(end, (k, 1))
+    if trace is None:
+        return states
+    m = min(len(trace), k)
+    states[:m] = trace[:m]
+    previous = start
+    for j in range(m):
+        if np.isnan(states[j]).any():
+            states[j] = previous
+        previous = states[j]
+    return states

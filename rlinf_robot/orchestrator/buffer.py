@@ -15,6 +15,7 @@ real time on an arm is the scarcest thing a job has.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 #: The per-step arrays of an episode (``RealEnvWorker`` records them).
 STEP_KEYS = (
@@ -39,6 +42,23 @@ STEP_KEYS = (
 )
 
 
+def non_finite(episode: dict[str, Any]) -> list[str]:
+    """The fields of ``episode`` holding NaN or inf that a learner reads (an operator's steps have
+    no behaviour log-prob by design; the acting value is not read: learners use their own)."""
+    n = len(episode["rewards"])
+    human = np.asarray(episode.get("intervened", np.zeros(n, bool)), bool).reshape(n)
+    bad = []
+    for key in ("rewards", "states", "final_state", "raw_actions", "actions", "log_prob"):
+        if key not in episode:
+            continue
+        a = np.asarray(episode[key], dtype=np.float64)
+        if key == "log_prob":
+            a = a[~human]
+        if not np.isfinite(a).all():
+            bad.append(key)
+    return bad
+
+
 @dataclass
 class SourceBuffer:
     """Real episodes by source, with the staleness bound applied when they are drawn."""
@@ -48,11 +68,17 @@ class SourceBuffer:
     counts: Counter = field(default_factory=Counter)
 
     def add(self, episode: dict[str, Any]) -> bool:
-        """Keep ``episode`` for training unless it was aborted (counted either way)."""
+        """Keep ``episode`` for training unless it was aborted or holds a non-finite number where
+        a learner reads one (counted either way: one NaN reward would make every weight NaN)."""
         meta = episode["meta"]
         self.counts[f"{meta['source']}/episodes"] += 1
         if meta["aborted"] or len(episode.get("rewards", ())) == 0:
             self.counts[f"{meta['source']}/aborted"] += 1
+            return False
+        bad = non_finite(episode)
+        if bad:
+            self.counts[f"{meta['source']}/non_finite"] += 1
+            log.warning("real episode from %s not trained on: non-finite %s", meta["source"], ", ".join(bad))
             return False
         self.episodes.append(episode)
         return True

@@ -194,3 +194,16 @@ def test_settled_is_judged_from_positions_not_the_chattering_velocity_field():
     moving(_obs(0.0, HOME_Q))
     assert not moving(_obs(0.3, HOME_Q + np.r_[0.05, np.zeros(6)]))  # 0.17 rad/s
     assert not moving(_obs(0.3, HOME_Q))  # the same capture again: no new information
+
+
+def test_rows_the_arm_held_through_keep_the_state_before_them():
+    """A refused row's trace is NaN: it is scored on the state before it (the chunk's start for the
+    first row), never on NaN (a soak run's NaN reward made every learner weight NaN)."""
+    from rlinf_robot.envs.real import row_states
+
+    start, end = np.zeros(15), np.full(15, 9.0)
+    trace = np.array([np.full(15, np.nan), np.ones(15), np.full(15, np.nan)])
+    states = row_states(trace, 4, start, end)
+    np.testing.assert_array_equal(states[:, 0], [0.0, 1.0, 1.0, 9.0])
+    assert np.isfinite(row_states(np.full((2, 15), np.nan), 2, start, end)).all()
+    np.testing.assert_array_equal(row_states(None, 2, start, end), np.full((2, 15), 9.0))

@@ -110,6 +110,21 @@ def test_staleness_bound_and_aborted_episodes():
     assert buf.fresh(version=30) == [] and buf.counts["real:arm0/stale"] == 2
 
 
+def test_an_episode_with_a_non_finite_number_is_not_trained_on():
+    """One NaN reward would make every weight NaN: such an episode is counted and kept out; an
+    operator's steps may lack a behaviour log-prob."""
+    buf = SourceBuffer(max_staleness=4)
+    bad = fake_episode(1)
+    bad["rewards"][2] = np.nan
+    assert not buf.add(bad) and buf.counts["real:arm0/non_finite"] == 1
+    human = fake_episode(1)
+    human["intervened"] = np.array([False, True, False, False, False])
+    human["log_prob"][1] = np.nan
+    assert buf.add(human)
+    human["log_prob"][0] = np.nan  # a policy step without its log-prob is not usable
+    assert not buf.add(human) and buf.counts["real:arm0/non_finite"] == 2
+
+
 def test_the_real_replay_round_trips_without_pickle(tmp_path):
     store = EpisodeStore(tmp_path)
     ep = fake_episode(4)
