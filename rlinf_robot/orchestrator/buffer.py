@@ -42,11 +42,16 @@ STEP_KEYS = (
 )
 
 
+def intervened_mask(ep: dict[str, Any]) -> np.ndarray:
+    """[T] which of ``ep``'s steps an operator took over (none in episodes that predate teleop)."""
+    n = len(ep["rewards"])
+    return np.asarray(ep.get("intervened", np.zeros(n, bool)), bool).reshape(n)
+
+
 def non_finite(episode: dict[str, Any]) -> list[str]:
     """The fields of ``episode`` holding NaN or inf that a learner reads (an operator's steps have
     no behaviour log-prob by design; the acting value is not read: learners use their own)."""
-    n = len(episode["rewards"])
-    human = np.asarray(episode.get("intervened", np.zeros(n, bool)), bool).reshape(n)
+    human = intervened_mask(episode)
     bad = []
     for key in ("rewards", "states", "final_state", "raw_actions", "actions", "log_prob"):
         if key not in episode:

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from rlinf_robot.algorithms.ppo import compute_gae
+from rlinf_robot.orchestrator.buffer import intervened_mask
 from rlinf_robot.orchestrator.recipe import BatchInfo, JobRecipe, register_recipe
 from rlinf_robot.settings import build, check, integer, number, text
 
@@ -142,12 +143,6 @@ def episode_rows(
         "real": np.ones(T, bool),
         "intervened": intervened,
     }
-
-
-def intervened_mask(ep: dict[str, Any]) -> np.ndarray:
-    """[T] which of ``ep``'s steps an operator took over (none in episodes that predate teleop)."""
-    n = len(ep["rewards"])
-    return np.asarray(ep.get("intervened", np.zeros(n, bool)), bool).reshape(n)
 
 
 def intervention_rows(episodes: list[dict[str, Any]]) -> dict[str, np.ndarray] | None:

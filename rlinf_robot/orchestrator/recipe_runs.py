@@ -23,15 +23,6 @@ from typing import Any
 from rlinf_robot.errors import ConfigError
 
 
-def _plain(obj: Any) -> Any:
-    """A recipe's settings as JSON (nested dataclasses, tuples)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(x) for x in obj]
-    return obj
-
-
 def run_recipe_job(
     name: str,
     seed: int = 0,
@@ -69,7 +60,7 @@ def run_recipe_job(
     )
     cfg.run.dir, cfg.run.id = str(run.parent), run.name
     (run / "config.yaml").write_text(to_yaml(cfg))
-    (run / "recipe.json").write_text(json.dumps({"name": name, **_plain(recipe)}, indent=1))
+    (run / "recipe.json").write_text(json.dumps({"name": name, **dataclasses.asdict(recipe)}, indent=1))
     t0 = time.monotonic()
     with open(run / "metrics.jsonl", "a") as metrics:
 

@@ -147,7 +147,7 @@ class SACRecipe(JobRecipe):
     def _add_real(self, job, ep: dict[str, Any]) -> dict[str, int]:
         """``ep``'s transitions into the real replay, and the steps an operator took over into the
         demo replay as well (HIL-SERL keeps interventions in both)."""
-        from rlinf_robot.orchestrator.ppo import intervened_mask
+        from rlinf_robot.orchestrator.buffer import intervened_mask
         from rlinf_robot.workers.sac_actor import transitions_from_episode
 
         actor = job.groups["actor"]

@@ -467,12 +467,7 @@ def test_a_scripted_operator_intervenes_on_schedule_and_the_learner_uses_its_ste
     from rlinf_robot.orchestrator.job import TrainJob
 
     _, endpoint, up = robot_pc
-    states, commands = f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}"
-    operator = subprocess.Popen(
-        [sys.executable, "-m", "rlinf_robot.cli", "teleop", "scripted", "--states", states, "--commands",
-         commands, "--every", "2", "--steps", "2:6", "--gain", "0.2", "--duration", "1500"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    operator, states, commands = _scripted_operator(every=2, steps="2:6")
     over = _overrides(endpoint, tmp_path, **{"budget.wall_s": 1200, "run.id": "teleop"})
     teleop = [f"teleop.states={states}", f"teleop.commands={commands}", "teleop.reply_wait_s=10"]
     job = TrainJob(compose([*over, *teleop, "algorithm=sac", "algorithm.learning_starts=256"]))
@@ -515,6 +510,17 @@ def test_a_scripted_operator_intervenes_on_schedule_and_the_learner_uses_its_ste
     assert 4 <= train[-1]["train/demo_replay"] <= 4 * len(flagged) + 4, train[-1]
 
 
+def _scripted_operator(every: int, steps: str) -> tuple[subprocess.Popen, str, str]:
+    """``rlinf-robot teleop scripted`` as its own process on two free loopback ports: (process,
+    states endpoint, commands endpoint)."""
+    states, commands = f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}"
+    cmd = [sys.executable, "-m", "rlinf_robot.cli", "teleop", "scripted", "--states", states,
+           "--commands", commands, "--every", str(every), "--steps", steps, "--gain", "0.2",
+           "--duration", "1500"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, states, commands
+
+
 def _dataset_frames(root: Path) -> dict[int, dict[str, list]]:
     """episode_index -> its frames' columns, read with pyarrow from a recorded dataset."""
     import pyarrow.parquet as pq
@@ -548,12 +554,7 @@ def test_record_drives_the_arm_with_the_expert_or_an_operator_and_writes_dataset
     )
     assert episodes.column("kind").to_pylist() == ["record"]
 
-    states, commands = f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}"
-    operator = subprocess.Popen(
-        [sys.executable, "-m", "rlinf_robot.cli", "teleop", "scripted", "--states", states, "--commands",
-         commands, "--every", "1", "--steps", "3:8", "--gain", "0.2", "--duration", "900"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    operator, states, commands = _scripted_operator(every=1, steps="3:8")
     try:
         held = subprocess.run(
             [*cli, "--out", str(tmp_path / "held"), "--episodes", "2", "--actor", "hold",
