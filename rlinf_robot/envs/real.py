@@ -43,6 +43,9 @@ HOME_ATTEMPTS = 3
 MOVE_ATTEMPTS = 4
 #: Refusal codes that end an episode as aborted: the arm did not execute the policy's rows.
 ABORT_CODES = frozenset({"fault", "no_state", "busy"})
+#: Refusals of a reset move that leave the arm holding and pass by themselves (the robot state
+#: went stale for a moment on a busy robot PC): the move is tried again once the state is fresh.
+TRANSIENT_CODES = frozenset({"no_state"})
 
 
 @dataclass(frozen=True)
@@ -387,12 +390,15 @@ class RealRobotEnv(BatchedEnv):
         the arm is within ``start_tolerance`` of ``q`` and settled (the rest of the chunk holds ``q`` until
         the episode's first chunk replaces it). An arm the chunk did not bring there gets the move
         again from where it stopped (up to ``MOVE_ATTEMPTS``), then the reset fails, naming the
-        joint, rather than start an episode elsewhere."""
+        joint, rather than start an episode elsewhere. A transient refusal (``TRANSIENT_CODES``: the
+        bridge held the arm because its state went stale) counts as one of those attempts, after a
+        fresh observation; any other refusal raises at once."""
         q = np.asarray(q, np.float64)
         c = self.clients[i]
         step = float(np.min(SafetyLimits.from_yaml().joint_step_limit(rate_hz)))
         stats = self.last_reset[i]
         t0 = time.monotonic()
+        refused = None
         for _ in range(MOVE_ATTEMPTS):
             gap = float(np.max(np.abs(q - self._last(i).joint_pos[:7])))
             rows = min(4 * int(np.ceil(gap / step)) + 2 * int(rate_hz), 20 * int(rate_hz))
@@ -410,14 +416,26 @@ class RealRobotEnv(BatchedEnv):
             self._obs[i] = o
             stats["moves"] = stats.get("moves", 0) + 1
             errs = c.take_errors(ref_seq=seq)
-            if errs:
-                raise CommandRefused(errs[0].code, f"moving to the task's start pose: {errs[0].message}")
+            refused = errs[0] if errs else None
+            if refused is not None and refused.code in TRANSIENT_CODES:
+                log.warning(
+                    "robot %d: the move to the start pose was refused (%s); again", i, refused.message
+                )
+                stats["refused"] = stats.get("refused", 0) + 1
+                self._obs[i] = self._await(i, lambda o: True, self.cfg.reset_timeout_s, "fresh robot state")
+                continue
+            if refused is not None:
+                raise CommandRefused(refused.code, f"moving to the task's start pose: {refused.message}")
             off = np.abs(np.asarray(o.joint_pos[:7]) - q)
             if float(off.max()) <= self.cfg.start_tolerance:
                 stats["move_s"] = stats.get("move_s", 0.0) + time.monotonic() - t0
                 return
             log.debug(
                 "robot %d stopped %.3f rad short of the start pose (joint %d)", i, off.max(), off.argmax() + 1
+            )
+        if refused is not None:
+            raise CommandRefused(
+                refused.code, f"moving to the task's start pose, {MOVE_ATTEMPTS} times: {refused.message}"
             )
         raise CommandRefused(
             "failed",

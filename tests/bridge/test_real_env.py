@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlinf_robot.bridge import KinematicArm
 from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv, Settled
 from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS
 from rlinf_robot.errors import ConfigError, Latched, LinkLost
@@ -207,3 +208,43 @@ def test_rows_the_arm_held_through_keep_the_state_before_them():
     np.testing.assert_array_equal(states[:, 0], [0.0, 1.0, 1.0, 9.0])
     assert np.isfinite(row_states(np.full((2, 15), np.nan), 2, start, end)).all()
     np.testing.assert_array_equal(row_states(None, 2, start, end), np.full((2, 15), 9.0))
+
+
+class _StateGaps(KinematicArm):
+    """An arm whose state goes missing for the next ``gaps`` reads (a robot PC too busy to publish)."""
+
+    gaps = 0
+
+    def state(self):
+        if self.gaps > 0:
+            self.gaps -= 1
+            return None
+        return super().state()
+
+
+def test_a_reset_move_refused_for_stale_state_is_tried_again(make_server, make_client):
+    """The bridge holds the arm and answers ``no_state`` when its state goes stale mid-move (CI saw
+    it under load): the reset moves again once the state is fresh; a state that never comes back
+    fails the reset with that code after ``MOVE_ATTEMPTS`` moves, the arm never having moved on it."""
+    from rlinf_robot.bridge.errors import CommandRefused
+    from rlinf_robot.envs.real import MOVE_ATTEMPTS
+    from rlinf_robot.envs.tasks import make_task
+
+    arm = _StateGaps(images={"front": np.zeros((48, 64, 3), np.uint8)})
+    server = make_server(arm)
+    env = RealRobotEnv(make_client(server), RealEnvConfig(seed=3))
+    try:
+        arm.gaps = 1
+        obs = env.reset(seed=3)
+        expected = make_task("fr3-reach").sample(np.random.default_rng(3))
+        np.testing.assert_allclose(obs["state"][0, :7], expected.arm_q, atol=1e-6)
+        assert env.last_reset[0]["refused"] == 1 and env.last_reset[0]["moves"] == 2
+        assert server.status().counters["steps_no_state"] == 1
+
+        arm.gaps = 10**6
+        applied = len(arm.entries("apply"))
+        with pytest.raises(CommandRefused, match=f"{MOVE_ATTEMPTS} times") as e:
+            env.reset(seed=4)
+        assert e.value.code == "no_state" and len(arm.entries("apply")) == applied
+    finally:
+        env.close()

@@ -138,7 +138,9 @@ def test_a_chunk_is_scored_row_by_row_on_the_arms_trace(stack):
         assert np.ptp(tcp[:, 2]) > 0.003, tcp[:, 2] - HOME[2]  # the arm moved during the chunk
         rows = 1.0 - np.tanh(10.0 * np.linalg.norm(tcp - goal, axis=1))
         assert reward[0] == pytest.approx(rows.sum(), abs=1e-5), (reward[0], rows)
-        assert abs(reward[0] - 4 * rows[-1]) > 0.02, rows  # scoring the end alone would show
+        # The rows differ, so matching their sum is a per-row score. (Comparing with 4 x the last
+        # row is no test: one CI trace scored 0.74, 0.92, 0.89, 0.85, whose sum is 4 x 0.85.)
+        assert np.ptp(rows) > 0.02, rows
 
 
 def test_a_chunk_past_the_time_limit_is_cut_and_the_rest_never_reaches_the_arm(stack):
