@@ -10,7 +10,7 @@ FR3_WRAPPER := build/fr3/fr3_wrapper.xml
 ROS_SRC := $(shell find ros_ws/src -type f -not -path '*/__pycache__/*' 2>/dev/null)
 # Debian packages: OSMesa for CPU rendering of MuJoCo camera observations; Chromium to check that a
 # run's report.html renders (tests/integration/test_hybrid.py).
-APT_PACKAGES := libosmesa6 chromium
+APT_PACKAGES := libosmesa6 chromium nftables
 
 export MUJOCO_GL ?= osmesa
 export PYOPENGL_PLATFORM ?= osmesa

@@ -9,7 +9,8 @@ Build and source the workspace first: ``colcon build`` (``make setup``), ``sourc
 
 from pathlib import Path
 
-from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from launch.actions import (DeclareLaunchArgument, EmitEvent, RegisterEventHandler, SetEnvironmentVariable,
+                            UnsetEnvironmentVariable)
 from launch.events import matches_action
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode, Node
@@ -20,6 +21,8 @@ from lifecycle_msgs.msg import Transition
 from launch import LaunchDescription
 
 CONFIG = Path(__file__).resolve().parent / "config" / "robot.yaml"
+# The ROS graph on 127.0.0.1 only, as `robot up` runs it (the file says why; dds_profile:= another)
+DDS_PROFILE = Path(__file__).resolve().parent / "config" / "fastdds_loopback.xml"
 
 
 def autostart(node: LifecycleNode) -> list:
@@ -53,6 +56,10 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("robot_ip", default_value="172.16.0.2", description="the arm's FCI address"),
         DeclareLaunchArgument("config", default_value=str(CONFIG), description="parameter YAML of every node"),
         DeclareLaunchArgument("namespace", default_value="franka", description="namespace of the nodes"),
+        DeclareLaunchArgument("dds_profile", default_value=str(DDS_PROFILE), description="Fast DDS profile"),
+        SetEnvironmentVariable("FASTDDS_DEFAULT_PROFILES_FILE", LaunchConfiguration("dds_profile")),
+        # with a discovery range set, rmw_fastrtps opens sockets on 0.0.0.0 beside the profile's
+        UnsetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE"),
         franka,
         camera,
         bridge,

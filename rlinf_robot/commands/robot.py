@@ -11,6 +11,7 @@ cannot start or did not stop cleanly.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -41,6 +42,12 @@ def add_arguments(parser) -> None:
         type=float,
         default=120.0,
         help="seconds to wait for each process to come up (franka-sim may wait for its lock)",
+    )
+    up.add_argument(
+        "--dds-profile",
+        default=None,
+        help="Fast DDS profile for every node (default: launch/config/fastdds_loopback.xml, the ROS "
+        "graph on 127.0.0.1 only; 'env' keeps the DDS settings of the environment)",
     )
     up.add_argument(
         "--max-restarts", type=int, default=5, help="restarts of one process per minute before giving up"
@@ -75,7 +82,7 @@ class _Halt(threading.Event):
 
 def _up(args, config: Path, halt: _Halt) -> int:
     from rlinf_robot.robot.bringup.plan import make_plan
-    from rlinf_robot.robot.bringup.ros_env import install_env
+    from rlinf_robot.robot.bringup.ros_env import LOOPBACK_DDS_PROFILE, dds_env, install_env
     from rlinf_robot.robot.bringup.supervisor import StartError, Supervisor
 
     try:
@@ -83,7 +90,16 @@ def _up(args, config: Path, halt: _Halt) -> int:
     except ConfigError as exc:
         print(f"robot up: {exc}", file=sys.stderr, flush=True)
         return 2
-    env = install_env()
+    profile = None if args.dds_profile == "env" else Path(args.dds_profile or LOOPBACK_DDS_PROFILE)
+    try:
+        env = dds_env(install_env(), profile)
+    except FileNotFoundError as exc:
+        print(f"robot up: {exc}", file=sys.stderr, flush=True)
+        return 2
+    own = dds_env(dict(os.environ), profile)  # the supervisor's lifecycle client is a participant too
+    for key in set(os.environ) - set(own):
+        del os.environ[key]
+    os.environ.update(own)
     env.update(
         {"PYTHONUNBUFFERED": "1", "RCUTILS_COLORIZED_OUTPUT": "0", "RCUTILS_LOGGING_BUFFERED_STREAM": "1"}
     )

@@ -102,3 +102,22 @@ def test_every_planned_executable_is_a_console_script_of_the_package():
         for child in make_plan(LAUNCH / "config" / yaml_name, sim=sim):
             if child.name != "franka_sim":
                 assert Path(child.argv[0]).name in scripts
+
+
+def test_the_launch_file_runs_the_nodes_with_robot_ups_dds_profile():
+    """Both ways of starting the robot PC keep its ROS graph on loopback with the same profile."""
+    from rlinf_robot.robot.bringup.ros_env import LOOPBACK_DDS_PROFILE
+
+    tree = ast.parse((LAUNCH / "robot.launch.py").read_text())
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert LOOPBACK_DDS_PROFILE.name in strings and LOOPBACK_DDS_PROFILE.parent == LAUNCH / "config"
+    calls = {
+        (n.func.id, n.args[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.args
+        and isinstance(n.args[0], ast.Constant)
+    }
+    assert ("SetEnvironmentVariable", "FASTDDS_DEFAULT_PROFILES_FILE") in calls
+    assert ("UnsetEnvironmentVariable", "ROS_AUTOMATIC_DISCOVERY_RANGE") in calls

@@ -32,13 +32,15 @@ def _child_setup() -> None:
 
 
 class RobotUpProcess:
-    def __init__(self, *args: str, env: dict[str, str] | None = None):
+    def __init__(self, *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()):
+        """``prefix`` runs the supervisor through another command that execs it, e.g.
+        ``("ip", "netns", "exec", "robot")`` to put the robot PC in a network namespace."""
         self.args = args
         self.lines: list[str] = []
         self._eof = False  # the reader saw the end of the output: every line is in ``lines``
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rlinf_robot.cli", "robot", "up", *args],
+            [*prefix, sys.executable, "-m", "rlinf_robot.cli", "robot", "up", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -42,6 +42,31 @@ def install_env(install_dir: Path | None = None, base: dict[str, str] | None = N
     return env
 
 
+#: Fast DDS profile that keeps the robot PC's ROS graph on 127.0.0.1 (see the file's comment).
+LOOPBACK_DDS_PROFILE = REPO_ROOT / "launch" / "config" / "fastdds_loopback.xml"
+#: Settings that would override or add to the profile's transports and peers.
+_DDS_OVERRIDES = (
+    "ROS_AUTOMATIC_DISCOVERY_RANGE",
+    "ROS_STATIC_PEERS",
+    "ROS_LOCALHOST_ONLY",
+    "FASTDDS_BUILTIN_TRANSPORTS",
+    "FASTRTPS_DEFAULT_PROFILES_FILE",
+)
+
+
+def dds_env(env: dict[str, str], profile: Path | None) -> dict[str, str]:
+    """``env`` with ``profile`` as every participant's default Fast DDS profile (None: unchanged).
+    The discovery-range variables go: with them rmw_fastrtps opens sockets of its own on 0.0.0.0
+    beside the profile's."""
+    if profile is None:
+        return env
+    if not Path(profile).is_file():
+        raise FileNotFoundError(f"DDS profile {profile} does not exist")
+    out = {k: v for k, v in env.items() if k not in _DDS_OVERRIDES}
+    out["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
+    return out
+
+
 def executable(package: str, name: str, install_dir: Path | None = None) -> Path:
     """``install/<package>/lib/<package>/<name>`` (where ``ros2 run`` and launch_ros look)."""
     return Path(install_dir or default_install_dir()) / package / "lib" / package / name

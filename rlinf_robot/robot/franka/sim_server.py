@@ -74,7 +74,8 @@ class FrankaSimServer:
         exe = franka_sim_venv() / "bin" / "run-franka-sim-server"
         if not exe.exists():
             raise FrankaSimError(f"{exe} not found: run `make setup` to create the franka-sim venv")
-        args = [str(exe)]
+        # franka-sim's own entry point binds 0.0.0.0; sim_main runs it on this host's loopback only
+        args = [str(exe.parent / "python"), str(Path(__file__).with_name("sim_main.py")), "--host", self.host]
         if not self.gripper:
             args.append("--no-gripper")
         return args + list(self.extra_args)

@@ -70,9 +70,9 @@ def alive(pid: int) -> bool:
 class RobotUp(RobotUpProcess):
     """`python -m rlinf_robot.cli robot up ...` with its output captured line by line."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, prefix: tuple[str, ...] = ()):
         require_ros_ws()
-        super().__init__(*args)
+        super().__init__(*args, prefix=prefix)
 
     def ready(self, timeout: float = 240.0) -> dict[str, int]:
         return self.wait_ready(timeout)

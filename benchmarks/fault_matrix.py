@@ -1,0 +1,73 @@
+"""The link-fault matrix between two network hosts (issue 19, items 1 and 7). Root only.
+
+    sudo .venv/bin/python benchmarks/fault_matrix.py [--repeat 1] [--only partition,loss,bandwidth]
+
+The robot PC (franka-sim, franka_node, bridge_node with CURVE on 10.231.0.1) and a learner in two
+network namespaces joined by a veth pair; one fault at a time on the link while the learner drives
+the arm; figures and bounds as ``tests/faults/link_matrix.py`` defines them (``make test`` runs
+three of these rows in ``tests/faults/test_link_faults.py``). Then the sockets the robot PC listens
+on, as ``ss`` lists them inside its namespace.
+
+Last line: ``RESULT fault_matrix ours=<rows that met every bound> peer=<rows run> ratio=... goal=>=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.faults.link_matrix import LinkStack, table  # noqa: E402
+from tests.faults.netlab import Fault, NetLab, unavailable  # noqa: E402
+
+MATRIX = [
+    Fault("partition", 0.05),
+    Fault("partition", 0.5),
+    Fault("partition", 5.0),
+    Fault("partition", None),
+    Fault("loss", 3.0, 5),
+    Fault("loss", 3.0, 20),
+    Fault("bandwidth", 3.0, 256),
+    Fault("bandwidth", 3.0, 32),
+    Fault("kill", target="bridge_node"),
+    Fault("kill", target="franka_node"),
+    Fault("kill", target="franka_sim"),
+]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each row")
+    ap.add_argument("--only", default="partition,loss,bandwidth,kill", help="comma-separated fault kinds")
+    args = ap.parse_args()
+    why = unavailable()
+    if why:
+        print(f"fault_matrix: cannot run: {why}")
+        return 2
+    kinds = set(args.only.split(","))
+    faults = [f for f in MATRIX if f.kind in kinds] * args.repeat
+    rows = []
+    with (
+        tempfile.TemporaryDirectory(prefix="fault-matrix-") as tmp,
+        NetLab() as lab,
+        LinkStack(lab, Path(tmp)) as stack,
+    ):
+        for i, fault in enumerate(faults):
+            rows.append(stack.run(fault, f"case{i}"))
+            print(f"{fault.name}: {'met' if rows[-1].ok else '; '.join(rows[-1].problems)}", flush=True)
+        listening = lab.listening(lab.robot)
+    print()
+    print(table(rows))
+    print("\nrobot PC sockets (ss -ltnup in its namespace; * = on every address):")
+    for sock in listening:
+        print(("  * " if sock.wildcard else "    ") + sock.line)
+    ours, peer = sum(r.ok for r in rows), len(rows)
+    print(f"RESULT fault_matrix ours={ours} peer={peer} ratio={ours / peer:.3f} goal=>=1")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
