@@ -32,6 +32,9 @@ MATRIX = [
     Fault("loss", 3.0, 20),
     Fault("bandwidth", 3.0, 256),
     Fault("bandwidth", 3.0, 32),
+    Fault("delay", 3.0, 200),
+    Fault("delay", 3.0, 100, jitter=100),
+    Fault("delay", 3.0, 700),
     Fault("kill", target="bridge_node"),
     Fault("kill", target="franka_node"),
     Fault("kill", target="franka_sim"),
@@ -41,7 +44,9 @@ MATRIX = [
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=1, help="runs of each row")
-    ap.add_argument("--only", default="partition,loss,bandwidth,kill", help="comma-separated fault kinds")
+    ap.add_argument(
+        "--only", default="partition,loss,bandwidth,delay,kill", help="comma-separated fault kinds"
+    )
     args = ap.parse_args()
     why = unavailable()
     if why:

@@ -84,6 +84,17 @@ class AllowList:
         self._keys, self._stamp = keys, stamp
         log.info("CURVE allow-list: %d client key(s) from %s", len(keys), self.directory)
 
+    def refresh(self) -> None:
+        """Pick up keys added to or removed from the directory since the last look."""
+        with self._lock:
+            self._reload()
+
+    def allows(self, key: str) -> bool:
+        """Whether the z85 public ``key`` (a connection's ``User-Id``) is in the list as last loaded.
+        CURVE checks a key only at the handshake: the server asks this of connected peers too, so a
+        key removed from the directory stops a learner that is already connected."""
+        return key.encode("ascii", "replace") in self._keys
+
     def callback(self, domain: str, key: bytes) -> bool:
         """Called by the authenticator thread with the client's z85 public key."""
         with self._lock:

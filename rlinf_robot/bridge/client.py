@@ -99,14 +99,18 @@ class BridgeClient:
         self._poller.register(self._sock, zmq.POLLIN)
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name="bridge-heartbeat", daemon=True)
         self._hb_thread.start()
+        deadline = time.monotonic() + self.config.connect_timeout_s
         with self._link_cond:
-            if not self._link_cond.wait_for(lambda: self._epoch > 0, self.config.connect_timeout_s):
-                self.close()
-                raise BridgeTimeout(
-                    f"no answer from the robot at {self.config.endpoint} "
-                    f"within {self.config.connect_timeout_s} s"
-                )
+            answered = self._link_cond.wait_for(lambda: self._epoch > 0, self.config.connect_timeout_s)
             self._seen_epoch = self._epoch
+        # The heartbeats have their own connection: wait for this one's handshake too (with
+        # ZMQ_IMMEDIATE a send fails until it is done), or a request right away could not go out.
+        left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        if not answered or not self._sock.poll(left_ms, zmq.POLLOUT):
+            self.close()
+            raise BridgeTimeout(
+                f"no answer from the robot at {self.config.endpoint} within {self.config.connect_timeout_s} s"
+            )
         return self
 
     def _socket(self, identity: str) -> zmq.Socket:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from rlinf_robot.bridge.backend import ArmBackend
 from rlinf_robot.bridge.config import ServerConfig
@@ -45,6 +46,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MAX_PEERS = 1024
 MAX_BATCH = 256  # messages handled per wake-up before timers run again
+#: Connection events counted under CURVE (status counters of the same names): a flood of
+#: connections that never authenticate shows as ``connections_accepted`` far above
+#: ``handshakes_succeeded`` (garbage that is not ZMTP is dropped without a failure event).
+CONNECTION_EVENTS = {
+    zmq.EVENT_ACCEPTED: "connections_accepted",
+    zmq.EVENT_HANDSHAKE_SUCCEEDED: "handshakes_succeeded",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshakes_failed",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshakes_failed",
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "handshakes_failed",
+}
+HANDSHAKE_IVL_MS = 5000  # a connection still not through its handshake after this is closed
 
 
 class BridgeServer:
@@ -82,6 +94,7 @@ class BridgeServer:
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
         self._security: ServerSecurity | None = None
+        self._monitor: zmq.Socket | None = None
         self._commands = CommandContext(
             backend=backend,
             lease=self.lease,
@@ -114,6 +127,13 @@ class BridgeServer:
 
                 self._security = ServerSecurity(self._ctx, cfg.curve, self._on_refused_key)
                 self._security.apply(sock)
+                # connections that fail before ZAP is asked (a replayed or forged CURVE handshake,
+                # garbage instead of ZMTP) are seen only by a monitor: count them
+                events = 0
+                for event in CONNECTION_EVENTS:
+                    events |= event
+                self._monitor = sock.get_monitor_socket(events)
+                sock.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)
             sock.bind(cfg.endpoint)
         except (zmq.ZMQError, BridgeError) as e:
             sock.close(0)
@@ -139,6 +159,11 @@ class BridgeServer:
         if self._security is not None:
             self._security.stop()
             self._security = None
+        if self._monitor is not None:
+            if self._sock is not None:
+                self._sock.disable_monitor()
+            self._monitor.close(0)
+            self._monitor = None
         if self._sock is not None:
             self._sock.close(0)
             self._sock = None
@@ -206,6 +231,8 @@ class BridgeServer:
         self._raise_priority()
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
         self._next_obs_ns = time.monotonic_ns()
         next_house_ns = 0
         while not self._stop.is_set():
@@ -223,6 +250,7 @@ class BridgeServer:
             try:
                 if poller.poll(timeout_ms):
                     self._drain()
+                    self._drain_monitor()
                 now = time.monotonic_ns()
                 finish_backend_command(self._commands)
                 self._flush_backlogs()
@@ -254,11 +282,25 @@ class BridgeServer:
             if not more_queued(sock):
                 return
 
+    def _drain_monitor(self) -> None:
+        while self._monitor is not None:
+            try:
+                event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            name = CONNECTION_EVENTS.get(zmq.Event(event["event"]))
+            if name is not None:
+                self._count(name)
+                if name == "handshakes_failed":
+                    self.events.add("handshake_failed", event=int(event["event"]), value=int(event["value"]))
+
     # ------------------------------------------------------------------ dispatch
     def _handle(self, frames: list, t_rx_wall: int) -> None:
         identity = frames[0].bytes
         now = time.monotonic_ns()
         peer = self._peer(identity, frames, now)
+        if self._revoked(peer):
+            return self._revoke(peer, now)
         if len(frames) < 2:
             return self._reply_error(identity, ProtocolError("empty message"))
         try:
@@ -499,7 +541,12 @@ class BridgeServer:
 
     def _housekeeping(self, now: int, force: bool = False) -> None:
         limit = int(self.config.peer_timeout_s * 1e9)
+        if self._security is not None:
+            self._security.allow.refresh()
         for peer in list(self._peers.values()):
+            if self._revoked(peer):
+                self._revoke(peer, now)
+                continue
             silent = now - peer.last_seen_ns > limit
             if silent or (force and not peer.subscribed):
                 self._drop_peer(peer, now, "silent" if silent else "too_many_peers")
@@ -509,6 +556,26 @@ class BridgeServer:
             self._count("lease_expired")
             self.events.add("lease_expired", client=holder)
             self._broadcast_status(f"lease of {holder} expired")
+
+    def _revoked(self, peer: Peer) -> bool:
+        """A CURVE peer whose key left the authorized directory after it connected."""
+        return self._security is not None and bool(peer.key) and not self._security.allow.allows(peer.key)
+
+    def _revoke(self, peer: Peer, now: int) -> None:
+        """Forget a revoked peer without a word (it gets nothing more, as an unknown key gets
+        nothing); if it held the lease, the arm holds and the lease is free for another learner."""
+        self._peers.pop(peer.identity, None)
+        self._count("revoked")
+        if self.lease.held_by(peer.client_id, peer.key):
+            self.lease.release()
+            self._hold("revoked")
+            self.events.add("revoked", client=peer.client_id, key=peer.key, held_lease=True)
+            log.warning("key of %s was revoked while it held the lease; holding", peer.client_id)
+            self._broadcast_status(
+                f"lease of {peer.client_id} revoked (its key left the authorized directory)"
+            )
+        else:
+            self.events.add("revoked", client=peer.client_id, key=peer.key, held_lease=False)
 
     def _drop_peer(self, peer: Peer, now: int, why: str) -> None:
         """Forget a peer, and tell it so: a client that is still there sees an ``Error`` of code

@@ -3,7 +3,10 @@ move nothing; keys come from `rlinf-robot keys generate`."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import socket
+import time
 
 import numpy as np
 import pytest
@@ -14,6 +17,8 @@ from rlinf_robot.bridge.auth import apply_client_keys
 from rlinf_robot.cli import main as cli
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.protocol import ActionChunk, Command, encode
+from tests.integration.robot.probe import wait_until
+from tests.support.tcp_proxy import TcpProxy
 
 
 @pytest.fixture
@@ -125,3 +130,92 @@ def test_non_loopback_bind_requires_curve_or_an_explicit_opt_out():
 def test_bad_server_config_names_the_key(key, value):
     with pytest.raises(ConfigError, match=key):
         ServerConfig.from_dict({key: value})
+
+
+def test_a_key_revoked_while_connected_cuts_the_learner_off_and_frees_the_lease(
+    curve_server, make_client, keys, arm
+):
+    """CURVE checks a key only at the handshake: deleting a learner's key file while it is connected
+    and holding the lease must stop it anyway. It then gets nothing, moves nothing, the arm holds,
+    and another learner can take the lease."""
+    shutil.copy(keys / "mallory" / "mallory.key", keys / "authorized")  # allowed for now
+    alice = make_client(curve_server, curve=client_keys(keys, "alice"), connect_timeout_s=5.0)
+    alice.acquire_lease()
+    obs = alice.observe(timeout=5)
+    (keys / "authorized" / "alice.key").unlink()
+    revoked = curve_server.events.wait("revoked", 5)
+    assert revoked and any(e.detail["held_lease"] for e in revoked), revoked
+    assert curve_server.lease.holder == ""
+    applied = len(arm.entries("apply"))
+    alice.send_chunk(np.full((3, 7), 0.01, np.float32), "joint_delta", 10.0, obs=obs)
+    time.sleep(0.3)
+    with contextlib.suppress(BridgeTimeout):
+        alice.observe(timeout=0.3)  # what was on its way before the revocation
+    with pytest.raises(BridgeTimeout):
+        alice.observe(timeout=1.0)  # nothing more reaches it
+    assert len(arm.entries("apply")) == applied
+    mallory = make_client(curve_server, curve=client_keys(keys, "mallory"), connect_timeout_s=5.0)
+    assert mallory.acquire_lease().lease_holder == mallory.client_id
+    assert curve_server.status().counters["revoked"] >= 1
+
+
+def test_replayed_frames_move_nothing_and_are_counted(curve_server, make_client, keys, arm):
+    """Capture an allowed learner's session on the wire (handshake, lease, a chunk that moved the
+    arm), then send the same bytes on a new connection: CURVE's per-connection keys make the copy
+    worthless. Nothing moves, the lease stays free, the failed handshake is counted."""
+    proxy = TcpProxy(int(curve_server.endpoint.rsplit(":", 1)[1]), record=True)
+    try:
+        alice = make_client(proxy.endpoint, curve=client_keys(keys, "alice"), connect_timeout_s=5.0)
+        alice.acquire_lease()
+        obs = alice.observe(timeout=5)
+        seq = alice.send_chunk(np.full((2, 7), 0.01, np.float32), "joint_delta", 10.0, obs=obs)
+        alice.observe(timeout=5, predicate=lambda o: o.chunk_seq >= seq and not o.chunk_active)
+        alice.close()
+    finally:
+        proxy.close()
+    captured = max((bytes(sent) for sent, _ in proxy.streams), key=len)  # the data socket's
+    assert len(captured) > 1000 and b"acquire_lease" not in captured  # encrypted on the wire
+    applied, failed = len(arm.entries("apply")), curve_server.status().counters.get("handshakes_failed", 0)
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", proxy.target[1]), timeout=5) as raw:
+            raw.sendall(captured)
+            time.sleep(0.5)
+    assert wait_until(lambda: curve_server.status().counters.get("handshakes_failed", 0) >= failed + 3, 10)
+    assert len(arm.entries("apply")) == applied and curve_server.lease.holder == ""
+
+
+def test_a_flood_of_bad_connections_gets_nothing_and_the_learner_keeps_the_arm(
+    curve_server, make_client, keys, arm
+):
+    """While an allowed learner drives the arm, 100 connections that send garbage and 20 CURVE
+    clients with an unknown key: none gets an answer, each is counted as a connection that never
+    authenticated, and the learner's chunks go on running."""
+    alice = make_client(curve_server, curve=client_keys(keys, "alice"), connect_timeout_s=5.0)
+    alice.acquire_lease()
+    port = int(curve_server.endpoint.rsplit(":", 1)[1])
+    start = curve_server.status().counters
+    before = start.get("connections_accepted", 0) - start.get("handshakes_succeeded", 0)
+    raws = []
+    for i in range(100):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(bytes([i % 256]) * 200)
+        raws.append(s)
+    assert all(_raw_attempt(curve_server.endpoint, client_keys(keys, "mallory")) == [] for _ in range(20))
+    obs = alice.observe(timeout=5)
+    applied = len(arm.entries("apply"))
+    seq = alice.send_chunk(np.full((3, 7), 0.01, np.float32), "joint_delta", 10.0, obs=obs)
+    alice.observe(timeout=5, predicate=lambda o: o.chunk_seq >= seq and not o.chunk_active)
+    assert len(arm.entries("apply")) > applied
+    for s in raws:
+        s.settimeout(0.05)
+        with contextlib.suppress(TimeoutError, OSError):
+            got = s.recv(4096)
+            assert not got or got.startswith(b"\xff"), got  # at most ZMTP's own greeting
+        s.close()
+
+    def never_authenticated() -> int:
+        c = curve_server.status().counters
+        return c.get("connections_accepted", 0) - c.get("handshakes_succeeded", 0) - before
+
+    assert wait_until(lambda: never_authenticated() >= 120, 15), curve_server.status().counters
+    assert curve_server.lease.holder == alice.client_id

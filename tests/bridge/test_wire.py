@@ -10,6 +10,7 @@ import shutil
 import threading
 import time
 
+import msgpack
 import numpy as np
 import pytest
 import zmq
@@ -20,7 +21,7 @@ from rlinf_robot.bridge.stream_backend import CommandSinks, StreamBackend
 from rlinf_robot.cli import main as cli
 from rlinf_robot.paths import REPO_ROOT
 from rlinf_robot.robot.franka.model import HOME_Q, tcp_pose
-from tests.bridge.wire import WireClient, curve_keys, frames_of, pack
+from tests.bridge.wire import WireClient, curve_keys, frames_of, pack, zmtp_messages
 
 MS = 1_000_000
 DOC = (REPO_ROOT / "docs" / "protocol.md").read_text()
@@ -614,3 +615,52 @@ def test_a_reply_is_not_lost_behind_unread_observations(make_server, wire):
     counters = status(c)["counters"]
     assert counters["replies_delayed"] >= 1 and counters["obs_dropped"] > 0, counters
     assert counters.get("replies_lost", 0) == 0, counters
+
+
+# ---------------------------------------------------------------- what travels on the socket
+def test_every_byte_on_the_wire_is_msgpack_headers_and_raw_arrays(make_server, arm):
+    """No pickle on the network path, checked on the bytes the socket carried rather than in the
+    source: a learner session (subscribe, lease, observations with an image, a chunk, its errors,
+    commands and statuses, heartbeats) recorded on the TCP link, split into ZMTP frames, and every
+    message read with plain msgpack: its first frame a msgpack map with a ``type``, every other
+    frame exactly the bytes of an array that map references. There is no room left for anything
+    else."""
+    from rlinf_robot.bridge import BridgeClient, ClientConfig
+    from tests.support.tcp_proxy import TcpProxy
+
+    server = make_server(arm)
+    proxy = TcpProxy(int(server.endpoint.rsplit(":", 1)[1]), record=True)
+    try:
+        c = BridgeClient(ClientConfig(endpoint=proxy.endpoint, client_id="learner")).connect()
+        c.acquire_lease()
+        obs = c.observe(timeout=5)
+        seq = c.send_chunk(np.full((3, 7), 0.01, np.float32), "joint_delta", 20.0, obs=obs)
+        c.observe(timeout=5, predicate=lambda o: o.chunk_seq >= seq and not o.chunk_active)
+        c.send_chunk(np.full((2, 7), 0.01, np.float32), "joint_delta", 20.0, obs=obs)  # old obs: fine
+        c.status()
+        c.close()
+    finally:
+        proxy.close()
+    seen = set()
+    assert len(proxy.streams) == 2  # the client's data and heartbeat sockets
+    for direction in (bytes(d) for stream in proxy.streams for d in stream):
+        for frames in zmtp_messages(direction):
+            header = msgpack.unpackb(frames[0], raw=False)
+            assert isinstance(header, dict) and isinstance(header.get("type"), str), header
+            seen.add(header["type"])
+            refs = [v for v in _walk(header) if isinstance(v, dict) and set(v) == {"dtype", "shape", "frame"}]
+            assert sorted(r["frame"] for r in refs) == list(range(1, len(frames))), (header["type"], refs)
+            for r in refs:
+                size = int(np.prod(r["shape"])) * np.dtype(r["dtype"]).itemsize
+                assert len(frames[r["frame"]]) == size, (header["type"], r)
+    assert {"observation", "action_chunk", "command", "status", "heartbeat"} <= seen, seen
+
+
+def _walk(value):
+    yield value
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _walk(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _walk(v)

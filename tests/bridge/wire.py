@@ -243,3 +243,32 @@ class WireClient:
         return [
             m for m in self.inbox if m["type"] == "error" and (ref_seq is None or m["ref_seq"] == ref_seq)
         ]
+
+
+def zmtp_messages(stream: bytes) -> list[list[bytes]]:
+    """The messages in one direction of a ZMTP 3 TCP stream with the NULL mechanism, as captured on
+    the wire (RFC 23: a 64-byte greeting, then frames of ``flags``, a 1- or 8-byte size and the
+    body; commands such as READY are skipped). A stream cut mid-frame ends at the last whole one."""
+    assert stream[:1] == b"\xff" and stream[9:10] == b"\x7f", "not a ZMTP 3 greeting"
+    mechanism = stream[12:32].rstrip(bytes(1))
+    assert mechanism == b"NULL", f"mechanism {mechanism!r}: encrypted, not parsed"
+    pos, messages, frames = 64, [], []
+    while pos + 2 <= len(stream):
+        flags = stream[pos]
+        if flags & 0x02:  # long frame
+            if pos + 9 > len(stream):
+                break
+            size, head = int.from_bytes(stream[pos + 1 : pos + 9], "big"), 9
+        else:
+            size, head = stream[pos + 1], 2
+        if pos + head + size > len(stream):
+            break
+        body = stream[pos + head : pos + head + size]
+        pos += head + size
+        if flags & 0x04:  # a command frame (READY, PING, ...)
+            continue
+        frames.append(body)
+        if not flags & 0x01:  # the last frame of a message
+            messages.append(frames)
+            frames = []
+    return messages

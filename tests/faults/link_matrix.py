@@ -40,6 +40,7 @@ from tests.faults.netlab import ROBOT_ADDR, Fault, NetLab
 from tests.integration.robot.conftest import RobotUp, derived_config
 
 PORT = 5555
+PROXY_PORT = 5556  # the delay proxy, on the learner host's loopback
 DEADMAN_MS = 100.0  # sim_robot.yaml's, as deployed
 MAX_OBS_AGE_MS = 1000.0
 #: Bounds every row must meet (generous for a busy 2-core machine; the figures are what they are).
@@ -113,6 +114,7 @@ class LinkStack:
         self.keys = self.tmp / "keys"
         self.up: RobotUp | None = None
         self.pids: dict[str, int] = {}
+        self.proxy: subprocess.Popen | None = None
 
     def __enter__(self) -> LinkStack:
         authorized = self.tmp / "authorized"
@@ -146,21 +148,35 @@ class LinkStack:
         )
         try:
             self.pids = self.up.ready(660)
+            self.delay_control = self.tmp / "delay.json"
+            self.delay_control.write_text("{}")
+            argv = [*self.lab.exec_prefix(self.lab.learner), sys.executable, "-m", "tests.faults.delay_proxy"]
+            argv += ["--listen", f"127.0.0.1:{PROXY_PORT}", "--target", f"{ROBOT_ADDR}:{PORT}"]
+            self.proxy = subprocess.Popen([*argv, "--control", str(self.delay_control)], cwd=REPO_ROOT)
         except BaseException:
             self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.proxy is not None:
+            self.proxy.terminate()
+            self.proxy.wait(10)
         if self.up is not None:
             self.up.stop(timeout_s=60)
 
-    def agent(self, role: str, out: Path, seconds: float) -> subprocess.Popen:
+    def _set_delay(self, fault: Fault | None) -> None:
+        raw = {} if fault is None else {"delay_ms": fault.size, "jitter_ms": fault.jitter}
+        tmp = self.delay_control.with_suffix(".tmp")
+        tmp.write_text(json.dumps(raw))
+        tmp.replace(self.delay_control)  # the proxy never reads half a file
+
+    def agent(self, role: str, out: Path, seconds: float, endpoint: str | None = None) -> subprocess.Popen:
         ns = self.lab.learner if role == "pilot" else self.lab.robot
         argv = [*self.lab.exec_prefix(ns), sys.executable, "-m", "tests.faults.link_agents", role]
         argv += [
             "--endpoint",
-            self.endpoint,
+            endpoint or self.endpoint,
             "--keys",
             str(self.keys),
             "--out",
@@ -181,7 +197,8 @@ class LinkStack:
         if fault.kind == "kill":
             held, after_s = RESTART_BOUND_S, max(after_s, 60.0)
         total = 90.0 + settle_s + held + after_s
-        agents = [self.agent("observer", obs_log, total), self.agent("pilot", pilot_log, total)]
+        via = f"tcp://127.0.0.1:{PROXY_PORT}" if fault.kind == "delay" else None  # through the proxy
+        agents = [self.agent("observer", obs_log, total), self.agent("pilot", pilot_log, total, via)]
         try:
             moving = lambda: _moving(_lines(obs_log), _lines(pilot_log))  # noqa: E731
             self._await(moving, 90.0, "the pilot moving the arm", agents)
@@ -191,10 +208,11 @@ class LinkStack:
             if fault.kind == "kill":
                 t_heal = self._kill(fault.target)
             else:
-                self.lab.apply(fault)
+                self._set_delay(fault) if fault.kind == "delay" else self.lab.apply(fault)
                 time.sleep(held)
                 if fault.seconds is not None:
                     t_heal = time.monotonic_ns()
+                    self._set_delay(None)
                     self.lab.heal()
             if t_heal is not None:
                 resumed = lambda: _resumed(_lines(obs_log), _lines(pilot_log), t_heal)  # noqa: E731
@@ -202,6 +220,7 @@ class LinkStack:
             time.sleep(0.5)
         finally:
             t_end = time.monotonic_ns()
+            self._set_delay(None)
             self.lab.heal()
             for a in agents:
                 a.terminate()

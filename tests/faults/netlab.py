@@ -11,7 +11,7 @@ PC's nodes, an observer on the robot PC) is untouched:
 - ``loss``: the same rule with ``numgen random`` drops a share of packets each way;
 - ``bandwidth``: a ``tc tbf`` queue on the robot's egress (observations are the big messages).
 
-The kernel here has no ``netem`` qdisc, so delay and jitter are not among them.
+The kernel here has no ``netem`` qdisc: delay and jitter come from ``delay_proxy`` instead.
 """
 
 from __future__ import annotations
@@ -50,19 +50,23 @@ def _run(*argv: str, input: str | None = None) -> None:
 @dataclass(frozen=True)
 class Fault:
     """One fault: on the link, ``kind`` partition / loss / bandwidth held for ``seconds`` (None:
-    until the end of the case) with its size (loss in percent, bandwidth in kbit/s); or ``kill``,
-    a ``kill -9`` of the robot PC's process ``target`` (the case driver does that one)."""
+    until the end of the case) with its size (loss in percent, bandwidth in kbit/s); ``delay``
+    (``size`` ms each way, ``± jitter``: a proxy in front of the bridge does it); or ``kill``, a
+    ``kill -9`` of the robot PC's process ``target`` (the case driver does those two)."""
 
     kind: str
     seconds: float | None = None
     size: float = 0.0
     target: str = ""
+    jitter: float = 0.0  # delay only: ± ms around ``size``
 
     @property
     def name(self) -> str:
         held = "forever" if self.seconds is None else f"{self.seconds * 1e3:.0f}ms"
         if self.kind == "kill":
             return f"kill -9 {self.target}"
+        if self.kind == "delay":
+            return f"delay {self.size:g}±{self.jitter:g}ms {held}"
         if self.kind == "partition":
             return f"partition {held}"
         unit = "%" if self.kind == "loss" else "kbit/s"

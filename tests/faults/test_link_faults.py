@@ -1,11 +1,11 @@
-"""Issue 19, items 1, 2 and 4 (reduced): the robot PC and a learner on two network hosts (namespaces joined by
-a veth pair, CURVE on the bridge's veth address), faults on the link between them while the learner
-drives the arm, and a ``kill -9`` of bridge_node (``robot up`` restarts it). Each row must meet the
-bounds in ``link_matrix``: the arm holds within the deadman's reach of a partition, no chunk runs
-that was computed from a stale observation, the arm stays where it held, and the learner's chunks
-move the arm again soon after the link heals or the process is back, without restarting the
-learner. Then every socket the robot PC opened is where its config says. ``benchmarks/fault_matrix.py``
-runs the full matrix."""
+"""Issue 19, items 1, 2 and 4 (reduced): the robot PC and a learner on two network hosts
+(namespaces joined by a veth pair, CURVE on the bridge's veth address); while the learner drives
+the arm, faults on the link between them (partitions, loss, delay with jitter) and a ``kill -9`` of
+bridge_node (``robot up`` restarts it). Each row must meet the bounds in ``link_matrix``: the arm
+holds within the deadman's reach of a partition, no chunk runs that was computed from a stale
+observation, the arm stays where it held, and the learner's chunks move the arm again soon after
+the link heals or the process is back, without restarting the learner. Then every socket the robot
+PC opened is where its config says. ``benchmarks/fault_matrix.py`` runs the full matrix."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ CASES = [
     Fault("partition", 0.5),
     Fault("partition", 5.0),
     Fault("loss", 3.0, 20),
+    Fault("delay", 3.0, 100, jitter=100),
     Fault("kill", target="bridge_node"),
 ]
 

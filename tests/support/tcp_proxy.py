@@ -15,8 +15,12 @@ import threading
 
 
 class TcpProxy:
-    def __init__(self, target_port: int, host: str = "127.0.0.1"):
+    def __init__(self, target_port: int, host: str = "127.0.0.1", record: bool = False):
+        """``record``: keep every byte forwarded in ``streams``, one ``(sent, received)`` pair per
+        connection (client to target, target to client): what an eavesdropper on the link captures."""
         self.target = (host, int(target_port))
+        self.record = record
+        self.streams: list[tuple[bytearray, bytearray]] = []
         self._listen = socket.create_server((host, 0))
         self._listen.settimeout(0.2)
         self.port = self._listen.getsockname()[1]
@@ -65,9 +69,11 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._pairs.append((client, upstream))
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+                self.streams.append((bytearray(), bytearray()))
+                stream = self.streams[-1]
+            threading.Thread(target=self._pump, args=(client, upstream, stream), daemon=True).start()
 
-    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+    def _pump(self, a: socket.socket, b: socket.socket, stream: tuple[bytearray, bytearray]) -> None:
         sel = selectors.DefaultSelector()
         try:
             sel.register(a, selectors.EVENT_READ, b)
@@ -77,6 +83,8 @@ class TcpProxy:
                     data = key.fileobj.recv(65536)
                     if not data:
                         return
+                    if self.record:
+                        stream[0 if key.fileobj is a else 1].extend(data)
                     key.data.sendall(data)
                     self.bytes_forwarded += len(data)
         except (OSError, ValueError):
