@@ -305,9 +305,19 @@ class BridgeClient:
             if wait_s <= 0:
                 raise LinkLost(f"link to {self.config.endpoint} is down (no heartbeat answer)")
             self.wait_link(wait_s)
-        if self._epoch != self._seen_epoch:
-            self._seen_epoch = self._epoch
+        self._restore_if_new_epoch()
+
+    def _restore_if_new_epoch(self) -> None:
+        """Restore once per new link epoch; a restore that could not be sent yet (the data socket
+        still reconnecting) is tried again on the next call."""
+        epoch = self._epoch
+        if epoch == self._seen_epoch or not self._link_up:
+            return
+        try:
             self._restore()
+        except LinkLost:
+            return
+        self._seen_epoch = epoch
 
     def _restore(self) -> None:
         """The link came back: the robot may have restarted, so restate who we are."""
@@ -321,6 +331,7 @@ class BridgeClient:
         deadline = time.monotonic() + timeout
         self._pump(0)
         while not ready():
+            self._restore_if_new_epoch()  # the link came back (or the robot restarted) meanwhile
             left = deadline - time.monotonic()
             if left <= 0:
                 state = "" if self._link_up else " (link down)"
@@ -378,6 +389,7 @@ class BridgeClient:
         last_answer = -float("inf")
         sent_at = 0.0
         seq = 0
+        robot_seq = -1  # the robot's message counter, from its heartbeat answers
         next_beat = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -408,12 +420,24 @@ class BridgeClient:
                         if isinstance(msg, Heartbeat):
                             last_answer = time.monotonic()
                             self.heartbeat_rtt.record((last_answer - sent_at) * 1e3)
+                            if msg.seq <= robot_seq:
+                                self._robot_restarted()
+                            robot_seq = msg.seq
                         elif isinstance(msg, Error):
                             log.warning("robot refused a heartbeat: %s", msg.message)
                 self._set_link(time.monotonic() - last_answer < link_timeout)
         finally:
             sock.close(0)
             self._set_link(False)
+
+    def _robot_restarted(self) -> None:
+        """The robot's messages count from 1 again: its bridge restarted faster than
+        ``link_timeout_ms``, so the link never looked down, but the new bridge knows nothing of this
+        client. A new link epoch makes the next call restate the subscription and the lease."""
+        with self._link_cond:
+            self._epoch += 1
+            self._link_cond.notify_all()
+        log.warning("the robot at %s restarted; restoring subscription/lease", self.config.endpoint)
 
     def _set_link(self, up: bool) -> None:
         if up == self._link_up:

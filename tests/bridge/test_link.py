@@ -59,6 +59,34 @@ def test_client_reconnects_and_restores_subscription_and_lease(arm, make_client)
         second.stop()
 
 
+@pytest.mark.slow
+def test_a_robot_back_before_the_link_timeout_gets_the_subscription_and_lease_again(arm, make_client):
+    """A bridge restarted faster than ``link_timeout_ms`` (the fault matrix's kill -9 of bridge_node
+    once came back in well under its 500 ms): the client's link never looked down, so only the
+    robot's heartbeat counter, starting again from 1, tells it that the new bridge knows nothing of
+    its subscription and lease. It restates both, and its chunks move the arm again."""
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    cfg = ServerConfig(endpoint=endpoint, obs_rate_hz=50.0)
+    first = BridgeServer(arm, cfg).start()
+    client = make_client(endpoint, link_timeout_ms=5000.0, reconnect_ms=20, reconnect_max_ms=50)
+    try:
+        client.acquire_lease()
+        before = client.observe(timeout=5)
+        time.sleep(0.5)  # the first bridge's counter well past the second's first answers
+    finally:
+        first.stop()
+    second = BridgeServer(arm, cfg).start()
+    try:
+        after = client.observe(timeout=5)  # no LinkLost on the way: the link never looked down
+        assert after.stamp_ns > before.stamp_ns
+        assert until(lambda: second.lease.holder == client.client_id)
+        seq = client.send_chunk(np.full((1, 7), 0.01, np.float32), "joint_delta", 10.0, obs=after)
+        client.observe(timeout=5, predicate=lambda o: o.chunk_seq >= seq and not o.chunk_active)
+        assert len(arm.entries("apply")) == 1
+    finally:
+        second.stop()
+
+
 def test_connecting_to_nothing_times_out_with_a_typed_error(make_client):
     with pytest.raises(BridgeTimeout):
         make_client(f"tcp://127.0.0.1:{free_port()}", connect_timeout_s=0.3)
