@@ -30,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,7 +261,12 @@ class LinkStack:
                     raise RuntimeError(f"the {role} exited with {a.returncode}:\n{err}")
             time.sleep(0.1)
         if what is not None:
-            raise RuntimeError(f"no {what} within {timeout:g} s:\n{self.up.tail() if self.up else ''}")
+            pilot = [_lines(Path(a.args[a.args.index("--out") + 1])) for a in agents if "pilot" in a.args]
+            said = Counter(r.get("code") or r.get("error") for r in sum(pilot, []) if r["kind"] != "sent")
+            raise RuntimeError(
+                f"no {what} within {timeout:g} s (the pilot's refusals and link errors: {dict(said)}):\n"
+                + (self.up.tail() if self.up else "")
+            )
         return False
 
 

@@ -297,6 +297,7 @@ def _delta_trial(client: BridgeClient, rows: np.ndarray, mode: str, hz: float, p
         if seq >= 0:  # the next piece is sent as the previous one ends
             o = client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
             reports.append(o.chunk_report)
+        client.wait_link(30)  # a starved machine misses heartbeat answers for a moment
         seq = client.send_chunk(part, mode, hz, obs=client.latest)
     o = client.observe(timeout=10, predicate=lambda o, s=seq: o.chunk_seq >= s and not o.chunk_active)
     reports.append(o.chunk_report)
