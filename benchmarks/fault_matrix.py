@@ -1,11 +1,12 @@
-"""The link-fault matrix between two network hosts (issue 19, items 1 and 7). Root only.
+"""The fault matrix between two network hosts (issue 19, items 1, 2 and 7). Root only.
 
-    sudo .venv/bin/python benchmarks/fault_matrix.py [--repeat 1] [--only partition,loss,bandwidth]
+    sudo .venv/bin/python benchmarks/fault_matrix.py [--repeat 1] [--only partition,loss,bandwidth,delay,kill]
 
 The robot PC (franka-sim, franka_node, bridge_node with CURVE on 10.231.0.1) and a learner in two
 network namespaces joined by a veth pair; one fault at a time on the link while the learner drives
-the arm; figures and bounds as ``tests/faults/link_matrix.py`` defines them (``make test`` runs
-three of these rows in ``tests/faults/test_link_faults.py``). Then the sockets the robot PC listens
+the arm, or a ``kill -9`` of one of its processes; figures and bounds as
+``tests/faults/link_matrix.py`` defines them (``make test`` runs five of these rows in
+``tests/faults/test_link_faults.py``). Then the sockets the robot PC listens
 on, as ``ss`` lists them inside its namespace.
 
 Last line: ``RESULT fault_matrix ours=<rows that met every bound> peer=<rows run> ratio=... goal=>=1``.

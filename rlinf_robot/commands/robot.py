@@ -92,14 +92,15 @@ def _up(args, config: Path, halt: _Halt) -> int:
         return 2
     profile = None if args.dds_profile == "env" else Path(args.dds_profile or LOOPBACK_DDS_PROFILE)
     try:
-        env = dds_env(install_env(), profile)
+        own = dds_env(dict(os.environ), profile)
     except FileNotFoundError as exc:
         print(f"robot up: {exc}", file=sys.stderr, flush=True)
         return 2
-    own = dds_env(dict(os.environ), profile)  # the supervisor's lifecycle client is a participant too
+    # set here, so the supervisor's own lifecycle client (a participant too) and every child get it
     for key in set(os.environ) - set(own):
         del os.environ[key]
     os.environ.update(own)
+    env = install_env()
     env.update(
         {"PYTHONUNBUFFERED": "1", "RCUTILS_COLORIZED_OUTPUT": "0", "RCUTILS_LOGGING_BUFFERED_STREAM": "1"}
     )

@@ -30,17 +30,36 @@ def until(cond, timeout=10.0) -> bool:
     return False
 
 
-@pytest.mark.slow
-def test_client_reconnects_and_restores_subscription_and_lease(arm, make_client):
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
-    cfg = ServerConfig(endpoint=endpoint, obs_rate_hz=50.0)
+def _leased_then_stopped(arm, make_client, linger_s: float = 0.0, **client_cfg):
+    """A client holding the lease of a robot on a fixed port, which then stops: (config to start
+    the robot again with, the client, its last observation)."""
+    cfg = ServerConfig(endpoint=f"tcp://127.0.0.1:{free_port()}", obs_rate_hz=50.0)
     first = BridgeServer(arm, cfg).start()
-    client = make_client(endpoint, link_timeout_ms=200.0, reconnect_ms=50, reconnect_max_ms=200)
+    client = make_client(cfg.endpoint, **client_cfg)
     try:
         client.acquire_lease()
         before = client.observe(timeout=5)
+        time.sleep(linger_s)
     finally:
         first.stop()
+    return cfg, client, before
+
+
+def _drives_the_new_robot(second, client, before, arm) -> None:
+    """The client observes the restarted robot, holds its lease and moves the arm through it."""
+    after = client.observe(timeout=5)
+    assert after.stamp_ns > before.stamp_ns
+    assert until(lambda: second.lease.holder == client.client_id)
+    seq = client.send_chunk(np.full((1, 7), 0.01, np.float32), "joint_delta", 10.0, obs=after)
+    client.observe(timeout=5, predicate=lambda o: o.chunk_seq >= seq and not o.chunk_active)
+    assert len(arm.entries("apply")) == 1
+
+
+@pytest.mark.slow
+def test_client_reconnects_and_restores_subscription_and_lease(arm, make_client):
+    cfg, client, before = _leased_then_stopped(
+        arm, make_client, link_timeout_ms=200.0, reconnect_ms=50, reconnect_max_ms=200
+    )
     assert until(lambda: not client.link_up)
     with pytest.raises(LinkLost):
         client.send_chunk(np.zeros((1, 7), np.float32), "joint_delta", 10.0, obs=before)
@@ -49,12 +68,7 @@ def test_client_reconnects_and_restores_subscription_and_lease(arm, make_client)
     second = BridgeServer(arm, cfg).start()  # "the robot PC restarted"
     try:
         assert until(lambda: client.link_up)
-        after = client.observe(timeout=5)  # the subscription was restored by the client
-        assert after.stamp_ns > before.stamp_ns
-        assert until(lambda: second.lease.holder == client.client_id)
-        seq = client.send_chunk(np.full((1, 7), 0.01, np.float32), "joint_delta", 10.0, obs=after)
-        client.observe(timeout=5, predicate=lambda o: o.chunk_seq >= seq and not o.chunk_active)
-        assert len(arm.entries("apply")) == 1
+        _drives_the_new_robot(second, client, before, arm)  # the subscription was restored by the client
     finally:
         second.stop()
 
@@ -65,24 +79,17 @@ def test_a_robot_back_before_the_link_timeout_gets_the_subscription_and_lease_ag
     once came back in well under its 500 ms): the client's link never looked down, so only the
     robot's heartbeat counter, starting again from 1, tells it that the new bridge knows nothing of
     its subscription and lease. It restates both, and its chunks move the arm again."""
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
-    cfg = ServerConfig(endpoint=endpoint, obs_rate_hz=50.0)
-    first = BridgeServer(arm, cfg).start()
-    client = make_client(endpoint, link_timeout_ms=5000.0, reconnect_ms=20, reconnect_max_ms=50)
-    try:
-        client.acquire_lease()
-        before = client.observe(timeout=5)
-        time.sleep(0.5)  # the first bridge's counter well past the second's first answers
-    finally:
-        first.stop()
+    cfg, client, before = _leased_then_stopped(
+        arm,
+        make_client,
+        linger_s=0.5,  # the first bridge's counter well past the second's first answers
+        link_timeout_ms=5000.0,
+        reconnect_ms=20,
+        reconnect_max_ms=50,
+    )
     second = BridgeServer(arm, cfg).start()
     try:
-        after = client.observe(timeout=5)  # no LinkLost on the way: the link never looked down
-        assert after.stamp_ns > before.stamp_ns
-        assert until(lambda: second.lease.holder == client.client_id)
-        seq = client.send_chunk(np.full((1, 7), 0.01, np.float32), "joint_delta", 10.0, obs=after)
-        client.observe(timeout=5, predicate=lambda o: o.chunk_seq >= seq and not o.chunk_active)
-        assert len(arm.entries("apply")) == 1
+        _drives_the_new_robot(second, client, before, arm)  # no LinkLost: the link never looked down
     finally:
         second.stop()
 
