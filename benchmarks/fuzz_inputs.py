@@ -1,10 +1,12 @@
 """Bad input at every entry point, 10,000 seeded cases each (issue 19, item 3).
 
-    python benchmarks/fuzz_inputs.py [--cases 10000] [--seed 19003] [--only protocol,wire,config,calibration]
+    python benchmarks/fuzz_inputs.py [--cases 10000] [--seed 19003] [--only protocol,wire,ros,config,calibration]
 
 The protocol decoder on random and mutated frames; a real BridgeServer over the wire on 127.0.0.1
 (a client without the lease, then the lease holder's doomed chunks), over an in-memory arm that
-must never move; the training config loader (Hydra compose with random overrides, from_yaml on
+must never move; the ROS command topics of a real ``franka_node`` on franka-sim (``robot up
+--sim``; every case counted as taken or refused with a reason its defects name, no reflex, the arm
+inside its limits and box); the training config loader (Hydra compose with random overrides, from_yaml on
 mutated saved configs); the calibration store on corrupted record files. The cases and their
 oracles are ``tests/faults/inputs.py`` (``make test`` runs a few hundred of each). A case is clean
 when the entry point answered it as documented: a message / a record / a config, or its one

@@ -17,6 +17,10 @@ of any other type is a crash. :func:`run_cases` draws ``n`` cases and tallies th
   Each case is answered exactly as ``docs/protocol.md`` says (one ``error`` with the code the local
   decoder or the documented rules predict, ``status`` for a command, a heartbeat for a heartbeat,
   nothing for a client's ``error``), the refusals are counted, and the arm never moves.
+- ``ros``: ``/franka/joint_command`` and ``/franka/ee_command`` through Fast DDS to a real
+  ``franka_node`` on franka-sim (``tests/faults/ros_inputs.py``): each case refused with a reason its
+  defects name and counted, or taken when it has none; the arm never leaves ACTIVE, its limits or
+  the workspace box, and franka-sim raises no reflex.
 - ``config``: ``orchestrator.config.compose`` on random ``key=value`` overrides and ``from_yaml`` on
   mutated saved configs: a ``TrainConfig``, or one ``ConfigError`` whose message names the key.
 - ``calibration``: ``calibration.store`` on mutated record files: ``get`` returns a valid record or
@@ -941,4 +945,17 @@ def run_calibration(n: int, seed: int = SEED) -> Tally:
     return run_cases("calibration", record_files(), check_record, n, seed)
 
 
-RUNNERS = {"protocol": run_protocol, "wire": run_wire, "config": run_config, "calibration": run_calibration}
+def run_ros(n: int, seed: int = SEED) -> Tally:
+    """The ROS command topics against ``robot up --sim`` (``tests/faults/ros_inputs.py``)."""
+    from tests.faults.ros_inputs import run_ros as run
+
+    return run(n, seed)
+
+
+RUNNERS = {
+    "protocol": run_protocol,
+    "wire": run_wire,
+    "ros": run_ros,
+    "config": run_config,
+    "calibration": run_calibration,
+}

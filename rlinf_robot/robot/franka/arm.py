@@ -223,15 +223,23 @@ class FrankaArm(Robot):
         self, action: ArmAction, wall_stamp: float | None = None, source: str = "command"
     ) -> SafeAction | Rejection:
         """Check a command now and make it the goal the loop tracks; a rejection clears the goal (hold)."""
-        self.counters["commands"] += 1
         verdict = self._admit(action, wall_stamp, source)
         if isinstance(verdict, Rejection):
-            self.counters["rejected"] += 1
-            self.counters[f"rejected_{verdict.reason}"] += 1
-            if verdict.reason not in ("not_active", "homing", "before_hold"):
-                self.slot.clear(f"rejected_{verdict.reason}")
-            log.debug("command rejected (%s): %s", verdict.reason, verdict.detail)
+            return self.refuse(verdict)
+        self.counters["commands"] += 1
         return verdict
+
+    def refuse(self, rejection: Rejection) -> Rejection:
+        """Count a refused command and drop the goal it would have replaced, so the arm brakes and
+        holds instead of chasing an older one. Also for refusals decided before ``submit`` (a ROS
+        message whose names or frame are wrong): every bad command has the same effect."""
+        self.counters["commands"] += 1
+        self.counters["rejected"] += 1
+        self.counters[f"rejected_{rejection.reason}"] += 1
+        if rejection.reason not in ("not_active", "homing", "before_hold"):
+            self.slot.clear(f"rejected_{rejection.reason}")
+        log.debug("command rejected (%s): %s", rejection.reason, rejection.detail)
+        return rejection
 
     def _admit(self, action: ArmAction, wall_stamp: float | None, source: str) -> SafeAction | Rejection:
         state = self.faults.state

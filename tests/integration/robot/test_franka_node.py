@@ -17,6 +17,7 @@ import pytest
 
 from rlinf_robot.robot.franka.model import FINGER_JOINT_NAME, JOINT_NAMES, tcp_position
 from rlinf_robot.robot.franka.model import HOME_Q as HOME
+from tests.faults.ros_inputs import FAST_DIAG, run_ros
 from tests.integration.robot.conftest import RobotUp, alive, derived_config, descendants
 from tests.integration.robot.probe import wait_until, within
 
@@ -26,7 +27,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     config = derived_config(
-        tmp_path_factory.mktemp("stack"), "arm_stack.yaml", {"franka_sim", "franka_node", "camera_node"}
+        tmp_path_factory.mktemp("stack"),
+        "arm_stack.yaml",
+        {"franka_sim", "franka_node", "camera_node"},
+        FAST_DIAG,  # counters read per command by the topic fuzz below
     )
     up = RobotUp("--sim", "--config", str(config))
     try:
@@ -143,6 +147,19 @@ def test_stale_command_is_never_executed(arm):
     target = arm.q() + np.array([0.05, 0, 0, 0, 0, 0, 0])
     assert still(arm, 0.5, action=lambda: arm.send_joints(target, stamp_offset_s=-1.0))
     assert wait_until(lambda: arm.count("rejected_stale") > before, 5)
+
+
+#: Seeded cases on the command topics here (10,000 in benchmarks/fuzz_inputs.py --only ros).
+ROS_FUZZ_CASES = 300
+
+
+def test_fuzzed_commands_are_each_taken_or_refused_and_counted_and_never_reach_franky_unsafe(arm):
+    settle(arm)
+    t = run_ros(ROS_FUZZ_CASES, probe=arm)
+    print(t.line())
+    assert t.ran >= 0.9 * ROS_FUZZ_CASES, t.line()
+    assert t.clean == t.ran, t.line() + "\n" + "\n".join(t.failures)
+    assert t.outcomes["taken"] > 0 and sum(v for k, v in t.outcomes.items() if k.startswith("refused:")) > 0
 
 
 def test_stop_latches_until_reset(arm):

@@ -197,10 +197,12 @@ class FrankaNode(LifecycleNode):
             return
         parsed = joint_targets_by_name(list(msg.name), list(msg.position), obs.q_d)
         if isinstance(parsed, Rejection):
-            self._count_rejection(arm, parsed)
+            self._report(arm.refuse(parsed))
             return
-        target, gripper = parsed
-        self._report(arm.submit(ArmAction("joint_position", target, gripper), from_stamp(msg.header.stamp)))
+        stamp = self._stamp(arm, msg)
+        if stamp is not None:
+            target, gripper = parsed
+            self._report(arm.submit(ArmAction("joint_position", target, gripper), stamp))
 
     def _on_ee_command(self, msg: PoseStamped) -> None:
         arm = self.arm
@@ -208,20 +210,26 @@ class FrankaNode(LifecycleNode):
             return
         frame = msg.header.frame_id
         if frame not in ("", self.params["base_frame"]):
-            self._count_rejection(
-                arm,
-                Rejection("frame", f"ee_command in frame {frame!r}, expected {self.params['base_frame']!r}"),
+            expected = self.params["base_frame"]
+            self._report(
+                arm.refuse(Rejection("frame", f"ee_command in frame {frame!r}, expected {expected!r}"))
             )
             return
-        p, o = msg.pose.position, msg.pose.orientation
-        values = [p.x, p.y, p.z, o.w, o.x, o.y, o.z]
-        self._report(arm.submit(ArmAction("ee_target", values), from_stamp(msg.header.stamp)))
+        stamp = self._stamp(arm, msg)
+        if stamp is not None:
+            p, o = msg.pose.position, msg.pose.orientation
+            values = [p.x, p.y, p.z, o.w, o.x, o.y, o.z]
+            self._report(arm.submit(ArmAction("ee_target", values), stamp))
 
-    def _count_rejection(self, arm: FrankaArm, rejection: Rejection) -> None:
-        arm.counters["commands"] += 1
-        arm.counters["rejected"] += 1
-        arm.counters[f"rejected_{rejection.reason}"] += 1
-        self._report(rejection)
+    def _stamp(self, arm: FrankaArm, msg) -> float | None:
+        """The command's wall-clock stamp; an unset one is refused (counted), since a command whose
+        age cannot be known could be any age (the deadman could not cut it off)."""
+        stamp = from_stamp(msg.header.stamp)
+        if stamp is None:
+            self._report(
+                arm.refuse(Rejection("bad_stamp", "header.stamp is unset: stamp commands with the clock"))
+            )
+        return stamp
 
     def _report(self, verdict) -> None:
         if isinstance(verdict, Rejection) and verdict.reason != "not_active":
