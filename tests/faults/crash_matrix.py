@@ -32,10 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from rlinf_robot.envs.tasks import READY_Q
-from rlinf_robot.paths import REPO_ROOT
+from tests.support.hybrid_run import free_port, lease_free, metrics_rows, robot_pc_config, wait_for
 
 JOB_TARGETS = {"driver": None, "env": "SimEnvWorker", "rollout": "RolloutWorker", "actor": "ActorWorker",
                "real": "RealEnvWorker"}  # fmt: skip
@@ -68,47 +66,6 @@ class CaseResult:
             f"lease free {self.lease_free_s:6.1f} s  held {self.held!s:5s}  resumed from {self.resumed_from:3d}  "
             f"episodes kept {self.committed if self.kept else 'NO'}"
         )
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def robot_pc_config(tmp: Path, port: int) -> Path:
-    """sim_robot.yaml with the bridge on ``port`` and the arm homing to the task's start pose."""
-    raw = yaml.safe_load((REPO_ROOT / "launch" / "config" / "sim_robot.yaml").read_text())
-    for key, block in raw.items():
-        name = key.strip("/").split("/")[-1]
-        if name == "bridge_node":
-            block["ros__parameters"]["endpoint"] = f"tcp://127.0.0.1:{port}"
-        if name == "franka_node":
-            block["ros__parameters"]["home_q"] = READY_Q.tolist()
-        if name == "camera_node":
-            block["ros__parameters"]["rate_hz"] = 5.0
-    path = tmp / "robot_pc.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
-
-
-def _rows(run: Path) -> list[dict]:
-    path = run / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _wait(what: str, predicate, timeout: float, diagnostics=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{diagnostics()}")
 
 
 def _ray_pids(cls_name: str) -> list[int]:
@@ -145,7 +102,7 @@ class CrashMatrix:
     def __enter__(self) -> CrashMatrix:
         from tests.integration.robot.conftest import RobotUp
 
-        port = _free_port()
+        port = free_port()
         self.endpoint = f"tcp://127.0.0.1:{port}"
         self.up = RobotUp(
             "--sim", "--config", str(robot_pc_config(self.work, port)), "--ready-timeout", "600"
@@ -200,13 +157,13 @@ class CrashMatrix:
         driver = self._train(run, log)
         observer = BridgeClient(endpoint=self.endpoint, connect_timeout_s=30.0).connect()
         try:
-            _wait(
+            wait_for(
                 "a checkpoint and a real episode under way after it",
                 lambda: (
                     (run / "checkpoints" / "latest").exists()
                     and any(
                         r.get("real:arm0/state") == "running" and r.get("real:arm0/episodes", 0) >= 1
-                        for r in _rows(run)[-1:]
+                        for r in metrics_rows(run)[-1:]
                     )
                 ),
                 START_BOUND_S,
@@ -220,13 +177,14 @@ class CrashMatrix:
                 self._kill_job_process(target, driver, log)
                 self._after_job_kill(res, driver, log, observer, t_kill)
             else:
-                episodes = max((r.get("real:arm0/episodes", 0) for r in _rows(run)), default=0)
+                episodes = max((r.get("real:arm0/episodes", 0) for r in metrics_rows(run)), default=0)
                 self._kill_robot_process(target)
-                _wait(
+                wait_for(
                     "the job to finish a real episode again",
                     lambda: (
                         driver.poll() is None
-                        and max((r.get("real:arm0/episodes", 0) for r in _rows(run)), default=0) > episodes
+                        and max((r.get("real:arm0/episodes", 0) for r in metrics_rows(run)), default=0)
+                        > episodes
                     ),
                     CARRY_ON_BOUND_S,
                     lambda: f"driver rc {driver.poll()}\n{log.read_text()[-2000:]}",
@@ -274,7 +232,7 @@ class CrashMatrix:
             assert rc != 0, f"the job exited 0 after its {res.target} worker died\n{log.read_text()[-2000:]}"
             named = JOB_TARGETS[res.target] in log.read_text() or f"{res.target}/" in log.read_text()
             assert named, f"the job's output does not name the dead worker\n{log.read_text()[-2000:]}"
-        _wait("the lease to be free", lambda: _lease_free(observer), 180)
+        wait_for("the lease to be free", lambda: lease_free(observer), 180)
         res.lease_free_s = time.monotonic() - t_kill
         observer.subscribe()
         still = observer.observe(timeout=60, predicate=Settled(0.01, window_s=0.5))
@@ -303,7 +261,7 @@ class CrashMatrix:
     def _resume(self, run: Path, case_dir: Path) -> int:
         latest = (run / "checkpoints" / "latest").read_text().strip()
         checkpoint = json.loads((run / "checkpoints" / latest / "state.json").read_text())["update"]
-        before = len(_rows(run))
+        before = len(metrics_rows(run))
         out = subprocess.run(
             [
                 sys.executable,
@@ -324,7 +282,7 @@ class CrashMatrix:
         )
         (case_dir / "resume.log").write_text(out.stdout + out.stderr)
         assert out.returncode == 0, f"resume exited {out.returncode}\n{(out.stdout + out.stderr)[-2000:]}"
-        resumed = sorted({r["update"] for r in _rows(run)[before:]})
+        resumed = sorted({r["update"] for r in metrics_rows(run)[before:]})
         assert resumed == [checkpoint + 1, checkpoint + 2], (
             f"resumed updates {resumed} after checkpoint {checkpoint}"
         )
@@ -337,13 +295,3 @@ class CrashMatrix:
             fixed = repair(info.parent.parent)
             if any(fixed.values()):  # the resumed writer opened it, so nothing should be left to fix
                 res.problems.append(f"{info.parent.parent.name}: uncommitted leftovers {fixed}")
-
-
-def _lease_free(client) -> bool:
-    from rlinf_robot.bridge import BridgeError
-
-    try:
-        status = client.status()
-    except BridgeError:
-        return False
-    return status.lease_holder == "" and status.state in ("LINK_LOST", "IDLE")

@@ -11,7 +11,6 @@ was released.
 from __future__ import annotations
 
 import signal
-import socket
 import time
 
 import numpy as np
@@ -20,16 +19,11 @@ import pytest
 from tests.bridge.wire import WireClient
 from tests.integration.robot.conftest import RobotUp, alive, derived_config, descendants
 from tests.integration.robot.probe import wait_until
+from tests.support.hybrid_run import free_port
 
 # franka-sim is one per machine: the stack may wait for another session's (up to 600 s)
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 NODES = ("franka_sim", "franka_node", "camera_node", "bridge_node")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _drive(endpoint: str) -> WireClient:
@@ -58,7 +52,7 @@ def _drive(endpoint: str) -> WireClient:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_robot_up_stops_cleanly_while_the_arm_moves(sig, tmp_path):
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     config = derived_config(
         tmp_path,
         "stack.yaml",

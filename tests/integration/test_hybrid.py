@@ -25,11 +25,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
-from rlinf_robot.envs.tasks import READY_Q
-from rlinf_robot.paths import REPO_ROOT
 from tests.integration.robot.conftest import RobotUp
+from tests.support.hybrid_run import free_port, lease_free, metrics_rows, robot_pc_config, wait_for
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -37,29 +35,11 @@ REAL_FRACTION = 0.25
 MAX_STALENESS = 30
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def robot_pc(tmp_path_factory):
     """The robot PC on franka-sim, homing to the task's start pose; a proxy in front of its bridge."""
-    port = _free_port()
-    raw = yaml.safe_load((REPO_ROOT / "launch" / "config" / "sim_robot.yaml").read_text())
-    for key, block in raw.items():
-        name = key.strip("/").split("/")[-1]
-        if name == "bridge_node":
-            block["ros__parameters"]["endpoint"] = f"tcp://127.0.0.1:{port}"
-        if name == "franka_node":
-            block["ros__parameters"]["home_q"] = READY_Q.tolist()
-        if name == "camera_node":
-            block["ros__parameters"]["rate_hz"] = 5.0
-    config = tmp_path_factory.mktemp("hybrid") / "robot_pc.yaml"
-    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    port = free_port()
+    config = robot_pc_config(tmp_path_factory.mktemp("hybrid"), port)
     up = RobotUp("--sim", "--config", str(config), "--ready-timeout", "600")
     proxy = TcpProxy(port)
     try:
@@ -94,23 +74,6 @@ def _overrides(endpoint: str, run_dir: Path, **extra) -> list[str]:
     return [f"{k}={v}" for k, v in base.items()]
 
 
-def _rows(run: Path) -> list[dict]:
-    path = run / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _wait(what: str, predicate, timeout: float, diagnostics=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{diagnostics()}")
-
-
 def _run_until(job, predicate, timeout: float, diagnostics=lambda: ""):
     """Run ``job`` in a thread until ``predicate()`` holds, then end its training (it checkpoints,
     evaluates and reports as at the end of its budget) and return its result."""
@@ -119,11 +82,13 @@ def _run_until(job, predicate, timeout: float, diagnostics=lambda: ""):
     thread.start()
 
     def diag() -> str:
-        rows = _rows(job.run_dir)
+        rows = metrics_rows(job.run_dir)
         return f"last metrics: {rows[-1] if rows else None}\n{diagnostics()}"
 
     try:
-        _wait("what the test needs from the run", lambda: predicate() or not thread.is_alive(), timeout, diag)
+        wait_for(
+            "what the test needs from the run", lambda: predicate() or not thread.is_alive(), timeout, diag
+        )
     finally:
         job.finish_training()
         thread.join(900)
@@ -146,43 +111,48 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
     thread.start()
 
     def diag() -> str:
-        rows = _rows(run)
+        rows = metrics_rows(run)
         return f"last metrics: {rows[-1] if rows else None}\nrobot up: {up.text()[-1500:]}"
 
     # cut the link in the middle of a real episode (the second one, so one is done already)
-    _wait(
+    wait_for(
         "a real episode running after the first one",
         lambda: any(
             r.get("real:arm0/episodes", 0) >= 1 and r.get("real:arm0/state") == "running"
-            for r in _rows(run)[-1:]
+            for r in metrics_rows(run)[-1:]
         ),
         900,
         diag,
     )
     t_cut = time.time()
-    updates_before = _rows(run)[-1]["update"]
+    updates_before = metrics_rows(run)[-1]["update"]
     proxy.cut()
     time.sleep(4.0)
     # sim updates go on while the link is down (one update took ~30 s under a 1-CPU cap with load)
-    _wait("a sim update while the link is cut", lambda: _rows(run)[-1]["update"] > updates_before, 300, diag)
-    updates_during = _rows(run)[-1]["update"]
+    wait_for(
+        "a sim update while the link is cut",
+        lambda: metrics_rows(run)[-1]["update"] > updates_before,
+        300,
+        diag,
+    )
+    updates_during = metrics_rows(run)[-1]["update"]
     proxy.restore()
     t_restore = time.time()
     store = EpisodeStore(run / "real_replay")
 
     def resumed() -> bool:
         after = [e["meta"] for e in store.read_all() if e["meta"]["t_start"] > t_restore]
-        shares = [r for r in _rows(run) if r["phase"] == "train" and r["batch/real_share"] > 0]
+        shares = [r for r in metrics_rows(run) if r["phase"] == "train" and r["batch/real_share"] > 0]
         return any(not m["aborted"] for m in after) and len(shares) >= 5
 
-    _wait("a real episode after the link returned, and 5 updates with real rows", resumed, 900, diag)
+    wait_for("a real episode after the link returned, and 5 updates with real rows", resumed, 900, diag)
     job.finish_training()
     thread.join(900)
     assert not thread.is_alive(), diag()
     res = result["r"]
     assert not res.interrupted
 
-    rows = _rows(run)
+    rows = metrics_rows(run)
     metas = [e["meta"] for e in store.read_all()]
     print(
         f"{len(rows)} updates; real episodes: "
@@ -245,18 +215,6 @@ def _report_renders(report: Path, tmp_path: Path) -> None:
     assert 'data-plots="4"' in out.stdout, out.stdout[-500:] + out.stderr[-500:]
 
 
-def _lease_free(client) -> bool:
-    from rlinf_robot.bridge import BridgeError
-
-    try:
-        status = client.status()
-    except BridgeError as e:  # a busy machine may take a while to answer
-        print(f"status: {e}")
-        return False
-    print(f"status: {status.state} lease_holder={status.lease_holder!r}")
-    return status.lease_holder == "" and status.state in ("LINK_LOST", "IDLE")
-
-
 def _ray_processes() -> list[int]:
     out = subprocess.run(["pgrep", "-f", "ray::|raylet|gcs_server"], capture_output=True, text=True)
     return [int(p) for p in out.stdout.split()]
@@ -285,31 +243,31 @@ def test_kill_9_of_the_driver_leaves_the_arm_holding_and_resume_continues(robot_
     try:
         # subscribed only once it reads: a subscriber that leaves observations unread for minutes fills
         # its socket's queue, and the bridge's ROUTER drops what does not fit, command replies included
-        _wait(
+        wait_for(
             "a real episode under way and a checkpoint",
             lambda: (
                 (run / "checkpoints" / "latest").exists()
                 and any(
                     r.get("real:arm0/state") == "running" and r.get("real:arm0/episodes", 0) >= 1
-                    for r in _rows(run)[-1:]
+                    for r in metrics_rows(run)[-1:]
                 )
             ),
             1500,  # a 1-CPU cap with load took 340 s only to start the driver's workers
             lambda: (tmp_path / "driver.log").read_text()[-2000:],
         )
-        last_update = _rows(run)[-1]["update"]
+        last_update = metrics_rows(run)[-1]["update"]
         os.killpg(driver.pid, signal.SIGKILL)  # the driver and its process group: as a crash would
         driver.wait(30)
         observer.subscribe()
         # nobody holds the arm's lease any more: the real-env worker released it when its raylet
         # died (workers/orphan.py), or it lapsed; the arm holds and nothing can move it but a new lease
-        _wait("the lease to be free", lambda: _lease_free(observer), 120)
+        wait_for("the lease to be free", lambda: lease_free(observer), 120)
         still = observer.observe(timeout=60, predicate=Settled(0.01, window_s=0.5))
         q0 = np.array(still.joint_pos[:7])
         time.sleep(1.0)
         q1 = np.array(observer.observe(timeout=30).joint_pos[:7])
         assert np.max(np.abs(q1 - q0)) < 3e-3, (q0, q1)
-        _wait("Ray's processes to exit", lambda: not _ray_processes(), 600, lambda: str(_ray_processes()))
+        wait_for("Ray's processes to exit", lambda: not _ray_processes(), 600, lambda: str(_ray_processes()))
     finally:
         observer.close()
         if driver.poll() is None:
@@ -317,7 +275,7 @@ def test_kill_9_of_the_driver_leaves_the_arm_holding_and_resume_continues(robot_
         log.close()
     latest = (run / "checkpoints" / "latest").read_text().strip()
     checkpoint = json.loads((run / "checkpoints" / latest / "state.json").read_text())["update"]
-    before = len(_rows(run))
+    before = len(metrics_rows(run))
     out = subprocess.run(
         [
             sys.executable,
@@ -342,7 +300,7 @@ def test_kill_9_of_the_driver_leaves_the_arm_holding_and_resume_continues(robot_
     # an update ended between reading the metrics and the kill), not from zero:
     # budget.updates=2 more updates, numbered on from the checkpoint's
     assert last_update - 3 <= checkpoint <= last_update + 1, (checkpoint, last_update)
-    resumed = sorted({r["update"] for r in _rows(run)[before:]})
+    resumed = sorted({r["update"] for r in metrics_rows(run)[before:]})
     assert resumed == [checkpoint + 1, checkpoint + 2], (checkpoint, last_update, resumed)
 
 
@@ -364,13 +322,15 @@ def test_an_off_policy_hybrid_run_keeps_the_arms_transitions_in_their_own_replay
     store = EpisodeStore(run / "real_replay")
 
     def enough() -> bool:
-        real_updates = [r for r in _rows(run) if r["phase"] == "train" and r.get("train/real_share", 0) > 0]
+        real_updates = [
+            r for r in metrics_rows(run) if r["phase"] == "train" and r.get("train/real_share", 0) > 0
+        ]
         done = [e for e in store.read_all() if not e["meta"]["aborted"]]
         return len(real_updates) >= 5 and bool(done) and (run / "checkpoints" / "latest").exists()
 
     res = _run_until(job, enough, 900, lambda: f"robot up: {up.text()[-1500:]}")
     assert not res.interrupted
-    rows = _rows(run)
+    rows = metrics_rows(run)
     train = [r for r in rows if r["phase"] == "train"]
     episodes = [e for e in store.read_all() if not e["meta"]["aborted"]]
     diag = f"robot up: {up.text()[-1500:]}\nlast row: {rows[-1] if rows else None}"
@@ -412,7 +372,7 @@ def test_an_off_policy_hybrid_run_keeps_the_arms_transitions_in_their_own_replay
             ]
         )
     ).run()
-    after = [r for r in _rows(run) if r["update"] > state["update"]]
+    after = [r for r in metrics_rows(run) if r["update"] > state["update"]]
     numbers = [r["update"] for r in after]
     assert numbers == list(range(state["update"] + 1, state["update"] + RESUMED_UPDATES + 1)), numbers
     # the learner's own count went on from the checkpoint's (the checkpointed learner was restored;
@@ -442,7 +402,7 @@ def test_the_rlinf_co_baseline_trains_in_sim_with_real_demonstrations(robot_pc, 
     run = res.run_dir
     demos = EpisodeStore(run / "real_demos").read_all()
     assert len(demos) == 2 and all(d["meta"]["success"] for d in demos), [d["meta"] for d in demos]
-    train = [r for r in _rows(run) if r["phase"] == "train"]
+    train = [r for r in metrics_rows(run) if r["phase"] == "train"]
     assert train and all(r["train/bc_loss"] >= 0 for r in train), train[-1:]
     assert all(r["batch/real_share"] == 0 for r in train)  # no RL rows from the arm
     assert not EpisodeStore(run / "real_replay").read_all()
@@ -478,11 +438,13 @@ def test_a_scripted_operator_intervenes_on_schedule_and_the_learner_uses_its_ste
         return [e for e in store.read_all() if not e["meta"]["aborted"] and len(e["rewards"]) >= 6]
 
     def enough() -> bool:
-        demo_updates = [r for r in _rows(run) if r.get("train/demo_share", 0) > 0]
+        demo_updates = [r for r in metrics_rows(run) if r.get("train/demo_share", 0) > 0]
         return {e["meta"]["index"] % 2 for e in done()} == {0, 1} and len(demo_updates) >= 3
 
     try:
-        res = _run_until(job, enough, 900, lambda: f"robot up: {up.text()[-1500:]}\nrows: {_rows(run)[-1:]}")
+        res = _run_until(
+            job, enough, 900, lambda: f"robot up: {up.text()[-1500:]}\nrows: {metrics_rows(run)[-1:]}"
+        )
     finally:
         operator.terminate()
         out = operator.communicate(timeout=60)[0]
@@ -505,7 +467,7 @@ def test_a_scripted_operator_intervenes_on_schedule_and_the_learner_uses_its_ste
             flagged.setdefault(e, []).append(f)
     assert flagged and all(v == [2, 3, 4, 5] for v in flagged.values()), flagged
     # the learner: interventions in their own replay, their share of the batches
-    train = [r for r in _rows(run) if r.get("train/demo_share", 0) > 0]
+    train = [r for r in metrics_rows(run) if r.get("train/demo_share", 0) > 0]
     assert train and all(r["train/demo_share"] == pytest.approx(0.25, abs=0.01) for r in train), train[-1]
     assert 4 <= train[-1]["train/demo_replay"] <= 4 * len(flagged) + 4, train[-1]
 
@@ -513,7 +475,7 @@ def test_a_scripted_operator_intervenes_on_schedule_and_the_learner_uses_its_ste
 def _scripted_operator(every: int, steps: str) -> tuple[subprocess.Popen, str, str]:
     """``rlinf-robot teleop scripted`` as its own process on two free loopback ports: (process,
     states endpoint, commands endpoint)."""
-    states, commands = f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}"
+    states, commands = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
     cmd = [sys.executable, "-m", "rlinf_robot.cli", "teleop", "scripted", "--states", states,
            "--commands", commands, "--every", str(every), "--steps", steps, "--gain", "0.2",
            "--duration", "1500"]  # fmt: skip

@@ -10,6 +10,7 @@ import pytest
 
 from rlinf_robot.errors import ConfigError
 from rlinf_robot.orchestrator.config import compose, from_yaml, to_yaml
+from tests.support.hybrid_run import free_port
 
 
 def test_the_default_is_the_hybrid_job_on_the_embedded_default():
@@ -65,16 +66,8 @@ def test_the_cli_reports_a_bad_key_before_starting_anything():
     assert "budget.wal_s" in out.stdout and "Traceback" not in out.stdout + out.stderr
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_an_unreachable_robot_is_one_error_naming_the_endpoint_before_anything_starts(tmp_path):
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there
+    endpoint = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
     out = subprocess.run(
         [
             sys.executable,
@@ -102,7 +95,7 @@ def test_a_robot_whose_bridge_answers_passes_the_check(tmp_path):
     from rlinf_robot.bridge import BridgeServer, KinematicArm, ServerConfig
     from rlinf_robot.orchestrator.job import TrainJob
 
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     server = BridgeServer(KinematicArm(), ServerConfig(endpoint=endpoint, deadman_ms=1000.0)).start()
     try:
         cfg = compose(

@@ -9,7 +9,6 @@ sees the rest."""
 from __future__ import annotations
 
 import contextlib
-import socket
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from rlinf_robot.envs.real import RealEnvConfig, RealRobotEnv, Settled
 from rlinf_robot.robot.franka.model import HOME_Q, tcp_pose
 from rlinf_robot.rotations import quat_conjugate, quat_multiply, quat_to_rotvec
 from tests.integration.robot.conftest import RobotUp, derived_config
+from tests.support.hybrid_run import free_port
 
 # franka-sim is one per machine: the stack may wait for another session's (up to 600 s), inside the first test
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -28,15 +28,9 @@ HOME = tcp_pose(HOME_Q)
 TRANSIENT = ("fault", "no_state", "stale_obs", "late")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     config = derived_config(
         tmp_path_factory.mktemp("real-env"),
         "real_env.yaml",

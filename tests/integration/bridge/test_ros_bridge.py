@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from rlinf_robot.robot.franka.model import HOME_Q, tcp_pose
 from rlinf_robot.rotations import quat_conjugate, quat_multiply, quat_to_rotvec
 from tests.integration.robot.conftest import RobotUp
 from tests.integration.robot.probe import RosProbe
+from tests.support.hybrid_run import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DEADMAN_MS = 100.0
@@ -61,15 +61,9 @@ def robot_output_on_failure(up: RobotUp):
         raise
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     raw = yaml.safe_load((REPO_ROOT / "launch" / "config" / "sim_robot.yaml").read_text())
     bridge = next(v for k, v in raw.items() if k.endswith("bridge_node"))
     bridge["ros__parameters"].update(endpoint=endpoint, deadman_ms=DEADMAN_MS)  # a free port of our own

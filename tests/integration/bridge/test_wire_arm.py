@@ -7,7 +7,6 @@ again, real reflexes, busy while the arm homes, a sensor that never sends."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 
 import numpy as np
@@ -17,21 +16,16 @@ from rlinf_robot.robot.franka.model import HOME_Q
 from tests.bridge.wire import WireClient
 from tests.integration.robot.conftest import RobotUp, derived_config
 from tests.integration.robot.probe import RosProbe, wait_until
+from tests.support.hybrid_run import free_port
 
 # franka-sim is one per machine: the stack may wait for another session's (up to 600 s), inside the first test
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 FAST, SLOW = 1.0, 0.2  # relative_dynamics_factor: 1.0 plans beyond franka-sim's enforced limits
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     config = derived_config(
         tmp_path_factory.mktemp("wire"),
         "wire.yaml",

@@ -1,0 +1,71 @@
+"""What the tests and benchmarks that run a hybrid job against ``robot up --sim`` share: a free
+loopback port, the robot PC's config for them, the run's metrics, bounded waits, the lease."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import yaml
+
+from rlinf_robot.envs.tasks import READY_Q
+from rlinf_robot.paths import REPO_ROOT
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (what every test server binds)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def robot_pc_config(tmp: Path, port: int) -> Path:
+    """sim_robot.yaml with the bridge on ``port``, the arm homing to the task's start pose and the
+    camera at 5 Hz (the training camera's rate is not what these runs are about)."""
+    raw = yaml.safe_load((REPO_ROOT / "launch" / "config" / "sim_robot.yaml").read_text())
+    for key, block in raw.items():
+        name = key.strip("/").split("/")[-1]
+        if name == "bridge_node":
+            block["ros__parameters"]["endpoint"] = f"tcp://127.0.0.1:{port}"
+        if name == "franka_node":
+            block["ros__parameters"]["home_q"] = READY_Q.tolist()
+        if name == "camera_node":
+            block["ros__parameters"]["rate_hz"] = 5.0
+    path = tmp / "robot_pc.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def metrics_rows(run: Path) -> list[dict]:
+    """The run's ``metrics.jsonl`` so far (one dict per update)."""
+    path = run / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(what: str, predicate, timeout: float, diagnostics=lambda: ""):
+    """Poll ``predicate`` every 0.5 s; its value once truthy, else ``AssertionError`` naming ``what``
+    with ``diagnostics()``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{diagnostics()}")
+
+
+def lease_free(client) -> bool:
+    """Whether nobody holds the arm's lease (and the bridge says so: LINK_LOST or IDLE)."""
+    from rlinf_robot.bridge import BridgeError
+
+    try:
+        status = client.status()
+    except BridgeError as e:  # a busy machine may take a while to answer
+        print(f"status: {e}")
+        return False
+    print(f"status: {status.state} lease_holder={status.lease_holder!r}")
+    return status.lease_holder == "" and status.state in ("LINK_LOST", "IDLE")
