@@ -1,12 +1,15 @@
 """The fault matrix between two network hosts (issue 19, items 1, 2 and 7). Root only.
 
-    sudo .venv/bin/python benchmarks/fault_matrix.py [--repeat 1] [--only partition,loss,bandwidth,delay,kill]
+    sudo .venv/bin/python benchmarks/fault_matrix.py [--repeat 1] [--only partition,loss,bandwidth,delay,kill,job]
 
 The robot PC (franka-sim, franka_node, bridge_node with CURVE on 10.231.0.1) and a learner in two
 network namespaces joined by a veth pair; one fault at a time on the link while the learner drives
 the arm, or a ``kill -9`` of one of its processes; figures and bounds as
 ``tests/faults/link_matrix.py`` defines them (``make test`` runs five of these rows in
-``tests/faults/test_link_faults.py``). Then the sockets the robot PC listens
+``tests/faults/test_link_faults.py``). The ``job`` rows put the whole hybrid job
+(``rlinf-robot train``, its Ray cluster on the learner host) in the learner's place
+(``tests/faults/job_link.py``): sim training goes on while the arm is cut off, the episode the
+fault cut is aborted, real episodes come back. Then the sockets the robot PC listens
 on, as ``ss`` lists them inside its namespace.
 
 Last line: ``RESULT fault_matrix ours=<rows that met every bound> peer=<rows run> ratio=... goal=>=1``.
@@ -21,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.faults.job_link import run_job_case  # noqa: E402
 from tests.faults.link_matrix import LinkStack, table  # noqa: E402
 from tests.faults.netlab import Fault, NetLab, unavailable  # noqa: E402
 
@@ -40,13 +44,15 @@ MATRIX = [
     Fault("kill", target="franka_node"),
     Fault("kill", target="franka_sim"),
 ]
+#: Under the hybrid job (``--only job``): the link cut for 5 s mid-episode, and 20 % loss.
+JOB_MATRIX = [Fault("partition", 5.0), Fault("loss", 3.0, 20)]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=1, help="runs of each row")
     ap.add_argument(
-        "--only", default="partition,loss,bandwidth,delay,kill", help="comma-separated fault kinds"
+        "--only", default="partition,loss,bandwidth,delay,kill,job", help="comma-separated fault kinds"
     )
     args = ap.parse_args()
     why = unavailable()
@@ -55,6 +61,7 @@ def main() -> int:
         return 2
     kinds = set(args.only.split(","))
     faults = [f for f in MATRIX if f.kind in kinds] * args.repeat
+    job_faults = JOB_MATRIX * args.repeat if "job" in kinds else []
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="fault-matrix-") as tmp,
@@ -64,6 +71,9 @@ def main() -> int:
         for i, fault in enumerate(faults):
             rows.append(stack.run(fault, f"case{i}"))
             print(f"{fault.name}: {'met' if rows[-1].ok else '; '.join(rows[-1].problems)}", flush=True)
+        for i, fault in enumerate(job_faults):
+            rows.append(run_job_case(stack, fault, f"job{i}"))
+            print(f"{rows[-1].fault}: {'met' if rows[-1].ok else '; '.join(rows[-1].problems)}", flush=True)
         listening = lab.listening(lab.robot)
     print()
     print(table(rows))

@@ -60,7 +60,7 @@ class Row:
     fault: str
     hold_ms: float | None = None
     stale: int = 0
-    late: int = 0
+    late: int | None = 0  # None: not measured (a learner whose chunks' observations we do not see)
     travel_mm: float | None = None
     resume_ms: float | None = None
     carried_on: bool | None = None  # None: the fault lasted to the end of the case
@@ -78,7 +78,7 @@ class Row:
             self.fault,
             f(self.hold_ms),
             str(self.stale),
-            str(self.late),
+            f(self.late),
             f(self.travel_mm, "{:.1f}"),
             f(self.resume_ms),
             {True: "yes", False: "no", None: "-"}[self.carried_on],
@@ -121,7 +121,7 @@ class LinkStack:
     def __enter__(self) -> LinkStack:
         authorized = self.tmp / "authorized"
         authorized.mkdir(parents=True, exist_ok=True)
-        for name in ("robot", "pilot", "observer"):
+        for name in ("robot", "pilot", "observer", "job"):
             subprocess.run(
                 [sys.executable, "-m", "rlinf_robot.cli", "keys", "generate", str(self.keys), "--name", name],
                 check=True,

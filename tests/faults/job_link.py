@@ -1,0 +1,182 @@
+"""A link fault under the whole hybrid job (issue 19, item 1): ``rlinf-robot train`` on the learner
+host (its Ray cluster on that host's loopback, the arm through ``robot.endpoints`` with CURVE keys),
+the robot PC of ``link_matrix.LinkStack`` on the other, one fault on the link between them while a
+real episode runs.
+
+Measured as the other rows are, by the observer on the robot PC (hold, stale drops, travel after
+the hold, resume = heal -> the arm moving under a chunk it had not run before), plus what only the
+job can say: sim training went on while the arm was cut off (updates during the fault), the real
+episode the fault cut was aborted and marked, and real episodes completed again after the heal
+("carried on" is all three). The job's chunks carry observations the observer does not see, so
+late runs are not measured here (the bridge refuses a chunk from a stale observation by itself:
+the pilot rows measure that).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.faults.link_matrix import (
+    DEADMAN_MS,
+    HOLD_BOUND_MS,
+    RESUME_BOUND_MS,
+    TRAVEL_BOUND_MM,
+    LinkStack,
+    Row,
+    _drops_since,
+    _lines,
+    _travel,
+)
+from tests.faults.netlab import Fault
+from tests.support.hybrid_run import metrics_rows
+
+START_BOUND_S = 1500.0  # the job's first real episode done and the next one running
+REAL_AGAIN_BOUND_S = 300.0  # heal -> a real episode completed (a reset, a whole episode)
+
+
+def _real(rows: list[dict], key: str) -> int:
+    return max((int(r.get(f"real:arm0/{key}", 0)) for r in rows), default=0)
+
+
+def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
+    """The hybrid job drives the arm across ``fault`` (a partition, loss or bandwidth limit with
+    a duration); returns its row, named ``<fault> (hybrid job)``."""
+    assert fault.kind in ("partition", "loss", "bandwidth") and fault.seconds is not None, fault
+    tmp = stack.tmp
+    run = tmp / f"{tag}-run" / "job"
+    obs_log, job_log = tmp / f"{tag}-observer.jsonl", tmp / f"{tag}-job.log"
+    over = {
+        "robot": "fr3",
+        "robot.endpoints": f"[{stack.endpoint}]",
+        "robot.names": "[arm0]",
+        "robot.client.connect_timeout_s": 60.0,
+        "robot.client.curve.secret_file": str(stack.keys / "job.key_secret"),
+        "robot.client.curve.server_public_file": str(stack.keys / "robot.key"),
+        "hybrid.real_fraction": 0.25,
+        "budget.pretrain_wall_s": 15,
+        "budget.wall_s": 1800,
+        "eval.sim_episodes": 8,
+        "eval.arm_episodes": 0,
+        "eval.baseline_arm_episodes": 0,
+        "run.dir": str(run.parent),
+        "run.id": run.name,
+        "run.progress": False,
+        "sim.num_envs": 8,
+    }
+    argv = [*stack.lab.exec_prefix(stack.lab.learner), sys.executable, "-m", "rlinf_robot.cli", "train"]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "offline"}
+    with job_log.open("w") as out:
+        job = subprocess.Popen(
+            [*argv, *(f"{k}={v}" for k, v in over.items())], stdout=out, stderr=subprocess.STDOUT, env=env
+        )
+    observer = stack.agent("observer", obs_log, START_BOUND_S + fault.seconds + REAL_AGAIN_BOUND_S + 120)
+    row = Row(f"{fault.name} (hybrid job)", late=None)
+    t_fault = t_heal = None
+    try:
+        _await(
+            lambda: (
+                _real(metrics_rows(run), "episodes") >= 1
+                and (metrics_rows(run)[-1:] or [{}])[0].get("real:arm0/state") == "running"
+            ),
+            START_BOUND_S,
+            "a real episode running after the first one",
+            job,
+            job_log,
+        )
+        time.sleep(1.0)
+        before = metrics_rows(run)
+        t_fault = time.monotonic_ns()
+        stack.lab.apply(fault)
+        time.sleep(fault.seconds)
+        during = metrics_rows(run)
+        t_heal = time.monotonic_ns()
+        stack.lab.heal()
+        episodes = _real(during, "episodes")
+        _await(
+            lambda: _real(metrics_rows(run), "episodes") > episodes,
+            REAL_AGAIN_BOUND_S,
+            "a real episode completed after the heal",
+            job,
+            job_log,
+        )
+        after = metrics_rows(run)
+        sim_updates = len(during) - len(before)
+        aborted = _real(after, "aborted") - _real(before, "aborted")
+        print(
+            f"{row.fault}: {sim_updates} updates during the fault, {aborted} real episode(s) aborted, "
+            f"real episodes {_real(before, 'episodes')} -> {_real(after, 'episodes')}",
+            flush=True,
+        )
+        if sim_updates < 1:
+            row.problems.append("no update while the arm was cut off (sim training stopped)")
+        cut = fault.kind == "partition" and fault.seconds * 1e3 > 2 * DEADMAN_MS
+        if cut and aborted < 1:
+            row.problems.append("the episode the partition cut was not aborted")
+        row.carried_on = sim_updates >= 1 and (aborted >= 1 or not cut)
+    except AssertionError as e:
+        row.problems.append(str(e))
+    finally:
+        t_end = time.monotonic_ns()
+        stack.lab.heal()
+        if job.poll() is None:
+            job.send_signal(signal.SIGINT)  # Ctrl-C: it stops the arm's episodes and reports
+            try:
+                job.wait(300)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                job.wait(30)
+        observer.terminate()
+        observer.wait(10)
+    if t_fault is None:
+        return row
+    _measure(row, fault, _lines(obs_log), t_fault, t_heal, t_end)
+    return row
+
+
+def _await(cond, timeout: float, what: str, job: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        if job.poll() is not None:
+            raise AssertionError(
+                f"the job exited with {job.returncode} before {what}:\n{log.read_text()[-3000:]}"
+            )
+        time.sleep(0.5)
+    raise AssertionError(f"no {what} within {timeout:g} s:\n{log.read_text()[-3000:]}")
+
+
+def _measure(row: Row, fault: Fault, obs: list[dict], t_fault: int, t_heal: int | None, t_end: int) -> None:
+    statuses = [s for s in obs if s["kind"] == "status"]
+    deadman = [s["t"] for s in statuses if s["message"].startswith("deadman")]
+    hold = next((t for t in deadman if t >= t_fault), None)
+    row.hold_ms = None if hold is None else (hold - t_fault) / 1e6
+    row.stale = _drops_since(statuses, t_fault)
+    travels = [_travel(obs, h, t_end) for h in deadman if t_fault <= h <= t_end]
+    row.travel_mm = max(travels) if travels else None
+    if t_heal is not None:
+        ran_before = {o["chunk"] for o in obs if o["kind"] == "obs" and o["t"] < t_heal and o["applied"] > 0}
+        first = next(
+            (
+                o
+                for o in obs
+                if o["kind"] == "obs"
+                and o["t"] >= t_heal
+                and o["applied"] > 0
+                and o["chunk"] not in ran_before
+            ),
+            None,
+        )
+        row.resume_ms = None if first is None else (first["t"] - t_heal) / 1e6
+        if row.resume_ms is None or row.resume_ms > RESUME_BOUND_MS:
+            row.problems.append(f"resume {row.resume_ms} ms (bound {RESUME_BOUND_MS:g})")
+    if fault.kind == "partition" and fault.seconds * 1e3 > 2 * DEADMAN_MS:
+        if row.hold_ms is None or row.hold_ms > HOLD_BOUND_MS:
+            row.problems.append(f"hold {row.hold_ms} ms (bound {HOLD_BOUND_MS:g})")
+    if row.travel_mm is not None and row.travel_mm > TRAVEL_BOUND_MM:
+        row.problems.append(f"travel {row.travel_mm:.1f} mm (bound {TRAVEL_BOUND_MM:g})")
