@@ -233,11 +233,11 @@ class FrankaArm(Robot):
         """Count a refused command and drop the goal it would have replaced, so the arm brakes and
         holds instead of chasing an older one. Also for refusals decided before ``submit`` (a ROS
         message whose names or frame are wrong): every bad command has the same effect."""
-        self.counters["commands"] += 1
-        self.counters["rejected"] += 1
-        self.counters[f"rejected_{rejection.reason}"] += 1
         if rejection.reason not in ("not_active", "homing", "before_hold"):
             self.slot.clear(f"rejected_{rejection.reason}")
+        self.counters["rejected"] += 1
+        self.counters[f"rejected_{rejection.reason}"] += 1
+        self.counters["commands"] += 1  # last: whoever sees it counted sees what it did
         log.debug("command rejected (%s): %s", rejection.reason, rejection.detail)
         return rejection
 
