@@ -313,6 +313,7 @@ def compose(overrides: list[str] | tuple[str, ...] = (), config_name: str = "tra
 
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
     _check_group_overrides(overrides)
+    overrides = _free_form(overrides)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
@@ -341,6 +342,36 @@ def _check_group_overrides(overrides: list[str] | tuple[str, ...]) -> None:
         if sep and (CONF_DIR / group).is_dir() and value.strip() in ("", "null", "None"):
             options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
             raise ConfigError(f"train config: {group} must name one of {options}, got {value.strip()!r}")
+
+
+def _dict_fields(cls: type, prefix: str = "") -> list[str]:
+    """Dotted paths of the schema's free-form ``dict`` fields (``robot.client``, ``teleop.curve``...)."""
+    import typing
+
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if typing.get_origin(hint) is dict or hint is dict:
+            out.append(prefix + f.name)
+        elif dataclasses.is_dataclass(hint):
+            out += _dict_fields(hint, f"{prefix}{f.name}.")
+    return out
+
+
+def _free_form(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """Overrides of keys inside a free-form ``dict`` field set or add them (Hydra's ``++``): its keys
+    are whatever the consumer takes (``robot.client.curve.secret_file=...``: the bridge client's
+    CURVE keys), so struct mode's "not in struct" would only refuse a documented setting."""
+    # a config group's own node (``algorithm``, ``cluster``) is checked by what it selects: not these
+    fields = [f for f in _dict_fields(TrainConfig) if not (CONF_DIR / f).is_dir()]
+    out = []
+    for o in overrides:
+        key, sep, _ = o.partition("=")
+        if sep and key[:1] not in "+~" and any(key.startswith(f + ".") for f in fields):
+            o = "++" + o
+        out.append(o)
+    return out
 
 
 def _extra_keys(obj: Any, prefix: str = "") -> list[str]:

@@ -253,3 +253,27 @@ def test_a_hand_eye_record_places_the_training_sims_camera(tmp_path):
     placed = job.sim_cameras["wrist"]
     np.testing.assert_allclose(placed["pose"], DEFAULT_CAM_IN_TCP)
     assert placed["fovy"] == pytest.approx(60.0)
+
+
+def test_the_documented_curve_keys_override_composes_into_a_client_config(tmp_path):
+    """conf/robot/fr3.yaml tells a user to set robot.client.curve.* on the command line: Hydra's
+    struct mode refused that ("Key 'curve' is not in struct") until keys inside free-form dicts
+    became set-or-add; found by the fault matrix's hybrid-job row."""
+    from rlinf_robot.bridge.config import ClientConfig, CurveClientKeys
+
+    cfg = compose(
+        [
+            "robot=fr3",
+            "robot.endpoints=[tcp://10.0.0.2:5555]",
+            "robot.names=[arm0]",
+            f"robot.client.curve.secret_file={tmp_path / 'learner.key_secret'}",
+            f"robot.client.curve.server_public_file={tmp_path / 'robot.key'}",
+            "teleop.curve.secret_file=/k/learner.key_secret",
+        ]
+    )
+    client = ClientConfig(**cfg.robot.client)
+    assert client.curve == CurveClientKeys(tmp_path / "learner.key_secret", tmp_path / "robot.key")
+    assert client.connect_timeout_s == 10.0  # the robot option's own setting kept
+    assert cfg.teleop.curve == {"secret_file": "/k/learner.key_secret"}
+    with pytest.raises(ConfigError, match="unknown key"):  # a typo outside the free-form dicts still fails
+        compose(["robot=fr3", "robot.endpoints=[tcp://10.0.0.2:5555]", "+robot.clients.x=1"])
