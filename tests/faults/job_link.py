@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from tests.faults.link_matrix import (
     DEADMAN_MS,
     HOLD_BOUND_MS,
@@ -30,7 +32,6 @@ from tests.faults.link_matrix import (
     Row,
     _drops_since,
     _lines,
-    _travel,
 )
 from tests.faults.netlab import Fault
 from tests.support.hybrid_run import metrics_rows
@@ -87,6 +88,7 @@ def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
             "a real episode running after the first one",
             job,
             job_log,
+            run,
         )
         time.sleep(1.0)
         before = metrics_rows(run)
@@ -103,6 +105,7 @@ def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
             "a real episode completed after the heal",
             job,
             job_log,
+            run,
         )
         after = metrics_rows(run)
         sim_updates = len(during) - len(before)
@@ -138,7 +141,7 @@ def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
     return row
 
 
-def _await(cond, timeout: float, what: str, job: subprocess.Popen, log: Path) -> None:
+def _await(cond, timeout: float, what: str, job: subprocess.Popen, log: Path, run: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -148,7 +151,30 @@ def _await(cond, timeout: float, what: str, job: subprocess.Popen, log: Path) ->
                 f"the job exited with {job.returncode} before {what}:\n{log.read_text()[-3000:]}"
             )
         time.sleep(0.5)
-    raise AssertionError(f"no {what} within {timeout:g} s:\n{log.read_text()[-3000:]}")
+    last = (metrics_rows(run)[-1:] or [{}])[0]
+    real = {k: v for k, v in last.items() if k.startswith("real:")}
+    raise AssertionError(
+        f"no {what} within {timeout:g} s (the arm's worker: {real}):\n{log.read_text()[-3000:]}"
+    )
+
+
+def _moved_on(obs: list[dict], t: int) -> dict | None:
+    """The first observation after ``t`` showing a chunk row run that had not run at ``t`` (the
+    job's client numbers its chunks from 1 again after it reconnects, so "a higher seq" would not do)."""
+    obs = [o for o in obs if o["kind"] == "obs"]
+    before = [o for o in obs if o["t"] <= t]
+    at = (before[-1]["chunk"], before[-1]["applied"]) if before else None
+    return next(
+        (o for o in obs if o["t"] > t and o["applied"] > 0 and (o["chunk"], o["applied"]) != at), None
+    )
+
+
+def _travel_until_moved_on(obs: list[dict], hold: int, t_end: int) -> float:
+    """How far (mm) the TCP went from where it was at a hold until the job's next row ran."""
+    nxt = _moved_on(obs, hold)
+    stop = min(t_end, nxt["t"]) if nxt is not None else t_end
+    tcp = np.array([o["tcp"] for o in obs if o["kind"] == "obs" and hold <= o["t"] < stop])
+    return float(np.max(np.linalg.norm(tcp - tcp[0], axis=1))) * 1e3 if len(tcp) else 0.0
 
 
 def _measure(row: Row, fault: Fault, obs: list[dict], t_fault: int, t_heal: int | None, t_end: int) -> None:
@@ -157,21 +183,10 @@ def _measure(row: Row, fault: Fault, obs: list[dict], t_fault: int, t_heal: int 
     hold = next((t for t in deadman if t >= t_fault), None)
     row.hold_ms = None if hold is None else (hold - t_fault) / 1e6
     row.stale = _drops_since(statuses, t_fault)
-    travels = [_travel(obs, h, t_end) for h in deadman if t_fault <= h <= t_end]
+    travels = [_travel_until_moved_on(obs, h, t_end) for h in deadman if t_fault <= h <= t_end]
     row.travel_mm = max(travels) if travels else None
     if t_heal is not None:
-        ran_before = {o["chunk"] for o in obs if o["kind"] == "obs" and o["t"] < t_heal and o["applied"] > 0}
-        first = next(
-            (
-                o
-                for o in obs
-                if o["kind"] == "obs"
-                and o["t"] >= t_heal
-                and o["applied"] > 0
-                and o["chunk"] not in ran_before
-            ),
-            None,
-        )
+        first = _moved_on(obs, t_heal)
         row.resume_ms = None if first is None else (first["t"] - t_heal) / 1e6
         if row.resume_ms is None or row.resume_ms > RESUME_BOUND_MS:
             row.problems.append(f"resume {row.resume_ms} ms (bound {RESUME_BOUND_MS:g})")

@@ -110,8 +110,10 @@ def _lines(path: Path) -> list[dict]:
 class LinkStack:
     """The robot PC up in ``lab.robot`` with CURVE keys for ``pilot`` and ``observer``."""
 
-    def __init__(self, lab: NetLab, tmp: Path):
-        self.lab, self.tmp = lab, Path(tmp)
+    def __init__(self, lab: NetLab, tmp: Path, camera: bool = False):
+        """``camera``: with ``camera_node`` (5 Hz), for a learner whose env waits for fresh images
+        (the hybrid job); the pilot rows run without it, so their link carries no images."""
+        self.lab, self.tmp, self.camera = lab, Path(tmp), camera
         self.endpoint = f"tcp://{ROBOT_ADDR}:{PORT}"
         self.keys = self.tmp / "keys"
         self.up: RobotUp | None = None
@@ -137,9 +139,9 @@ class LinkStack:
             "curve_secret_file": str(self.keys / "robot.key_secret"),
             "curve_authorized_dir": str(authorized),
         }
-        config = derived_config(
-            self.tmp, "robot_pc.yaml", {"franka_sim", "franka_node", "bridge_node"}, {"bridge_node": bridge}
-        )
+        keep = {"franka_sim", "franka_node", "bridge_node"} | ({"camera_node"} if self.camera else set())
+        edits = {"bridge_node": bridge, "camera_node": {"rate_hz": 5.0}}
+        config = derived_config(self.tmp, "robot_pc.yaml", keep, edits)
         self.up = RobotUp(
             "--sim",
             "--config",
