@@ -18,6 +18,7 @@ Last line: ``RESULT fault_matrix ours=<rows that met every bound> peer=<rows run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -48,12 +49,21 @@ MATRIX = [
 JOB_MATRIX = [Fault("partition", 5.0), Fault("loss", 3.0, 20)]
 
 
+def _workdir(keep: Path | None, name: str):
+    """A temporary directory, or ``keep/name`` kept after the run."""
+    if keep is None:
+        return tempfile.TemporaryDirectory(prefix=f"fault-matrix-{name}-")
+    (keep / name).mkdir(parents=True, exist_ok=True)
+    return contextlib.nullcontext(str(keep / name))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=1, help="runs of each row")
     ap.add_argument(
         "--only", default="partition,loss,bandwidth,delay,kill,job", help="comma-separated fault kinds"
     )
+    ap.add_argument("--keep", type=Path, help="write the agents' logs here and keep them (default: a temp dir)")
     args = ap.parse_args()
     why = unavailable()
     if why:
@@ -65,7 +75,7 @@ def main() -> int:
     rows, listening = [], []
     if faults:
         with (
-            tempfile.TemporaryDirectory(prefix="fault-matrix-") as tmp,
+            _workdir(args.keep, "links") as tmp,
             NetLab() as lab,
             LinkStack(lab, Path(tmp)) as stack,
         ):
@@ -75,7 +85,7 @@ def main() -> int:
             listening = lab.listening(lab.robot)
     if job_faults:  # the hybrid job's env waits for camera images: a robot PC with its camera_node
         with (
-            tempfile.TemporaryDirectory(prefix="fault-matrix-job-") as tmp,
+            _workdir(args.keep, "job") as tmp,
             NetLab() as lab,
             LinkStack(lab, Path(tmp), camera=True) as stack,
         ):

@@ -44,6 +44,13 @@ def _real(rows: list[dict], key: str) -> int:
     return max((int(r.get(f"real:arm0/{key}", 0)) for r in rows), default=0)
 
 
+def _clean(rows: list[dict]) -> int:
+    """Real episodes that ended the way the task ends them (the count includes aborted ones)."""
+    return max(
+        (int(r.get("real:arm0/episodes", 0)) - int(r.get("real:arm0/aborted", 0)) for r in rows), default=0
+    )
+
+
 def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
     """The hybrid job drives the arm across ``fault`` (a partition, loss or bandwidth limit with
     a duration); returns its row, named ``<fault> (hybrid job)``."""
@@ -81,7 +88,7 @@ def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
     try:
         _await(
             lambda: (
-                _real(metrics_rows(run), "episodes") >= 1
+                _clean(metrics_rows(run)) >= 1
                 and (metrics_rows(run)[-1:] or [{}])[0].get("real:arm0/state") == "running"
             ),
             START_BOUND_S,
@@ -98,11 +105,11 @@ def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
         during = metrics_rows(run)
         t_heal = time.monotonic_ns()
         stack.lab.heal()
-        episodes = _real(during, "episodes")
+        clean = _clean(metrics_rows(run))  # the cut episode may still be counted, as aborted
         _await(
-            lambda: _real(metrics_rows(run), "episodes") > episodes,
+            lambda: _clean(metrics_rows(run)) > clean,
             REAL_AGAIN_BOUND_S,
-            "a real episode completed after the heal",
+            "a real episode completed (not aborted) after the heal",
             job,
             job_log,
             run,
@@ -112,7 +119,7 @@ def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
         aborted = _real(after, "aborted") - _real(before, "aborted")
         print(
             f"{row.fault}: {sim_updates} updates during the fault, {aborted} real episode(s) aborted, "
-            f"real episodes {_real(before, 'episodes')} -> {_real(after, 'episodes')}",
+            f"clean real episodes {_clean(before)} -> {_clean(after)}",
             flush=True,
         )
         if sim_updates < 1:
@@ -169,10 +176,26 @@ def _moved_on(obs: list[dict], t: int) -> dict | None:
     )
 
 
+def _unheld_until(records: list[dict], t: int) -> int | None:
+    """The last polled status after ``t`` that shows nobody holding the lease, before a new holder
+    (the job's worker reconnected: a new client id, whose reset homes the arm by command) shows.
+    Until then nothing may move the arm; after it, the new holder may."""
+    polls = [r for r in records if r["kind"] == "status" and "holder" in r and r["t"] > t]
+    free = None
+    for r in polls:
+        if r["holder"] == "":
+            free = r["t"]
+        elif free is not None:
+            return free
+    return None
+
+
 def _travel_until_moved_on(obs: list[dict], hold: int, t_end: int) -> float:
-    """How far (mm) the TCP went from where it was at a hold until the job's next row ran."""
+    """How far (mm) the TCP went from where it was at a hold until the job moved it again: its next
+    row ran, or a new lease was taken (the reset's home command moves the arm without a chunk)."""
+    ends = [t_end, _unheld_until(obs, hold)]
     nxt = _moved_on(obs, hold)
-    stop = min(t_end, nxt["t"]) if nxt is not None else t_end
+    stop = min(t for t in [*ends, None if nxt is None else nxt["t"]] if t is not None)
     tcp = np.array([o["tcp"] for o in obs if o["kind"] == "obs" and hold <= o["t"] < stop])
     return float(np.max(np.linalg.norm(tcp - tcp[0], axis=1))) * 1e3 if len(tcp) else 0.0
 
