@@ -361,15 +361,10 @@ def _split_spread(
     averaged over up to ``splits`` different halvings (every halving keeps segment 0 in the first
     half). Zero when there are fewer than two segments.
     """
-    from itertools import combinations
-
     n = len(problem.pieces)
     if splits <= 0 or n < 2:
         return np.zeros_like(x)
-    halves = [(0, *rest) for rest in combinations(range(1, n), n // 2 - 1)]
-    picked = [
-        halves[int(i)] for i in np.unique(np.linspace(0, len(halves) - 1, min(splits, len(halves))).round())
-    ]
+    picked = _halvings(n, splits)
     sizes = np.array([len(p.rows) for p in problem.pieces], dtype=float)
     var = np.zeros_like(x)
     for first in picked:
@@ -381,6 +376,32 @@ def _split_spread(
         var += (a - b) ** 2 / ((n_a + n_b) / n_a + (n_a + n_b) / n_b)
     say(f"sysid: split-half spread from {len(picked)} halving(s) of {n} segments ({calls[0]} replays so far)")
     return np.sqrt(var / len(picked))
+
+
+#: Up to this many halvings are enumerated and ``splits`` of them taken evenly spaced; beyond it they
+#: are drawn. The count is C(n-1, n/2-1): a recording a stalling arm cut into 40 segments has 7e10,
+#: and listing them ran a busy machine out of memory.
+MAX_ENUMERATED_HALVINGS = 10_000
+
+
+def _halvings(n: int, splits: int) -> list[tuple[int, ...]]:
+    """``splits`` distinct first halves of segments ``0..n-1`` (each holding segment 0 and n//2 - 1
+    others), the same for the same ``n`` every time."""
+    from itertools import combinations
+    from math import comb
+
+    total = comb(n - 1, n // 2 - 1)
+    if total <= MAX_ENUMERATED_HALVINGS:
+        halves = list(combinations(range(1, n), n // 2 - 1))
+        chosen = np.unique(np.linspace(0, total - 1, min(splits, total)).round()).astype(int)
+        return [(0, *halves[i]) for i in chosen]
+    rng = np.random.default_rng(n)
+    out: list[tuple[int, ...]] = []
+    while len(out) < splits:
+        half = (0, *sorted(int(i) for i in rng.choice(np.arange(1, n), n // 2 - 1, replace=False)))
+        if half not in out:
+            out.append(half)
+    return out
 
 
 def _std(jac: np.ndarray, fun: np.ndarray, r: np.ndarray) -> np.ndarray:

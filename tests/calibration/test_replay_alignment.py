@@ -119,3 +119,18 @@ def test_recording_validates_and_round_trips(tmp_path):
         Recording(t=np.arange(5), q=np.full((5, 7), np.nan), dq=np.ones((5, 7)), dq_cmd=np.ones((5, 7)))
     with pytest.raises(ValueError, match="shape"):
         Recording(t=np.arange(5), q=np.zeros((5, 6)), dq=np.ones((5, 7)), dq_cmd=np.ones((5, 7)))
+
+
+def test_split_half_halvings_are_drawn_not_listed_when_there_are_too_many():
+    """A stalling arm cuts a recording into many segments: listing every halving of 60 (C(59, 29),
+    ~6e16) ran a capped CI-like machine out of memory inside the fit. Few segments: the evenly
+    spaced pick from the full list, as before; many: distinct seeded draws, the same every time."""
+    from itertools import combinations
+
+    from calibration.sysid import _halvings
+
+    halves = [(0, *r) for r in combinations(range(1, 8), 3)]
+    assert _halvings(8, 3) == [halves[0], halves[17], halves[34]]
+    many = _halvings(60, 3)
+    assert many == _halvings(60, 3) and len(set(many)) == 3
+    assert all(h[0] == 0 and len(h) == 30 and len(set(h)) == 30 and max(h) < 60 for h in many)
