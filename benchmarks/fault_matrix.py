@@ -63,7 +63,9 @@ def main() -> int:
     ap.add_argument(
         "--only", default="partition,loss,bandwidth,delay,kill,job", help="comma-separated fault kinds"
     )
-    ap.add_argument("--keep", type=Path, help="write the agents' logs here and keep them (default: a temp dir)")
+    ap.add_argument(
+        "--keep", type=Path, help="write the agents' logs here and keep them (default: a temp dir)"
+    )
     args = ap.parse_args()
     why = unavailable()
     if why:
