@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.faults.job_link import run_job_case  # noqa: E402
-from tests.faults.link_matrix import LinkStack, table  # noqa: E402
+from tests.faults.link_matrix import LinkStack, Row, table  # noqa: E402
 from tests.faults.netlab import Fault, NetLab, unavailable  # noqa: E402
 
 MATRIX = [
@@ -57,6 +57,11 @@ def _workdir(keep: Path | None, name: str):
     return contextlib.nullcontext(str(keep / name))
 
 
+def _say(row: Row) -> Row:
+    print(f"{row.fault}: {'met' if row.ok else '; '.join(row.problems)}", flush=True)
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=1, help="runs of each row")
@@ -82,8 +87,7 @@ def main() -> int:
             LinkStack(lab, Path(tmp)) as stack,
         ):
             for i, fault in enumerate(faults):
-                rows.append(stack.run(fault, f"case{i}"))
-                print(f"{fault.name}: {'met' if rows[-1].ok else '; '.join(rows[-1].problems)}", flush=True)
+                rows.append(_say(stack.run(fault, f"case{i}")))
             listening = lab.listening(lab.robot)
     if job_faults:  # the hybrid job's env waits for camera images: a robot PC with its camera_node
         with (
@@ -92,10 +96,7 @@ def main() -> int:
             LinkStack(lab, Path(tmp), camera=True) as stack,
         ):
             for i, fault in enumerate(job_faults):
-                rows.append(run_job_case(stack, fault, f"job{i}"))
-                print(
-                    f"{rows[-1].fault}: {'met' if rows[-1].ok else '; '.join(rows[-1].problems)}", flush=True
-                )
+                rows.append(_say(run_job_case(stack, fault, f"job{i}")))
             listening = listening or lab.listening(lab.robot)
     print()
     print(table(rows))

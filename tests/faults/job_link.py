@@ -24,14 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from tests.faults.link_matrix import (
-    DEADMAN_MS,
-    HOLD_BOUND_MS,
     RESUME_BOUND_MS,
-    TRAVEL_BOUND_MM,
     LinkStack,
     Row,
-    _drops_since,
     _lines,
+    check_hold_and_travel,
+    holds_the_arm,
+    measure_holds,
 )
 from tests.faults.netlab import Fault
 from tests.support.hybrid_run import metrics_rows
@@ -124,7 +123,7 @@ def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
         )
         if sim_updates < 1:
             row.problems.append("no update while the arm was cut off (sim training stopped)")
-        cut = fault.kind == "partition" and fault.seconds * 1e3 > 2 * DEADMAN_MS
+        cut = holds_the_arm(fault)
         if cut and aborted < 1:
             row.problems.append("the episode the partition cut was not aborted")
         row.carried_on = sim_updates >= 1 and (aborted >= 1 or not cut)
@@ -201,20 +200,11 @@ def _travel_until_moved_on(obs: list[dict], hold: int, t_end: int) -> float:
 
 
 def _measure(row: Row, fault: Fault, obs: list[dict], t_fault: int, t_heal: int | None, t_end: int) -> None:
-    statuses = [s for s in obs if s["kind"] == "status"]
-    deadman = [s["t"] for s in statuses if s["message"].startswith("deadman")]
-    hold = next((t for t in deadman if t >= t_fault), None)
-    row.hold_ms = None if hold is None else (hold - t_fault) / 1e6
-    row.stale = _drops_since(statuses, t_fault)
-    travels = [_travel_until_moved_on(obs, h, t_end) for h in deadman if t_fault <= h <= t_end]
+    travels = [_travel_until_moved_on(obs, h, t_end) for h in measure_holds(row, obs, t_fault, t_end)]
     row.travel_mm = max(travels) if travels else None
     if t_heal is not None:
         first = _moved_on(obs, t_heal)
         row.resume_ms = None if first is None else (first["t"] - t_heal) / 1e6
         if row.resume_ms is None or row.resume_ms > RESUME_BOUND_MS:
             row.problems.append(f"resume {row.resume_ms} ms (bound {RESUME_BOUND_MS:g})")
-    if fault.kind == "partition" and fault.seconds * 1e3 > 2 * DEADMAN_MS:
-        if row.hold_ms is None or row.hold_ms > HOLD_BOUND_MS:
-            row.problems.append(f"hold {row.hold_ms} ms (bound {HOLD_BOUND_MS:g})")
-    if row.travel_mm is not None and row.travel_mm > TRAVEL_BOUND_MM:
-        row.problems.append(f"travel {row.travel_mm:.1f} mm (bound {TRAVEL_BOUND_MM:g})")
+    check_hold_and_travel(row, fault)

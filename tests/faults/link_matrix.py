@@ -338,16 +338,36 @@ def _drops_since(statuses: list[dict], t: int) -> int:
     return total
 
 
-def measure(
-    fault: Fault, obs: list[dict], pilot: list[dict], t_fault: int, t_heal: int | None, t_end: int
-) -> Row:
-    row = Row(fault.name)
-    sent = {s["seq"]: s for s in pilot if s["kind"] == "sent"}
+def holds_the_arm(fault: Fault) -> bool:
+    """Whether ``fault`` must trip the deadman: a partition longer than two deadman periods."""
+    return fault.kind == "partition" and (fault.seconds is None or fault.seconds * 1e3 > 2 * DEADMAN_MS)
+
+
+def measure_holds(row: Row, obs: list[dict], t_fault: int, t_end: int) -> list[int]:
+    """``row.hold_ms`` (fault -> the first deadman status) and ``row.stale`` from the observer's
+    records; returns the times of the deadman statuses between ``t_fault`` and ``t_end``."""
     statuses = [s for s in obs if s["kind"] == "status"]
     deadman = [s["t"] for s in statuses if s["message"].startswith("deadman")]
     hold = next((t for t in deadman if t >= t_fault), None)
     row.hold_ms = None if hold is None else (hold - t_fault) / 1e6
     row.stale = _drops_since(statuses, t_fault)
+    return [h for h in deadman if t_fault <= h <= t_end]
+
+
+def check_hold_and_travel(row: Row, fault: Fault) -> None:
+    """The hold and travel bounds every row must meet."""
+    if holds_the_arm(fault) and (row.hold_ms is None or row.hold_ms > HOLD_BOUND_MS):
+        row.problems.append(f"hold {row.hold_ms} ms (bound {HOLD_BOUND_MS:g})")
+    if row.travel_mm is not None and row.travel_mm > TRAVEL_BOUND_MM:
+        row.problems.append(f"travel {row.travel_mm:.1f} mm (bound {TRAVEL_BOUND_MM:g})")
+
+
+def measure(
+    fault: Fault, obs: list[dict], pilot: list[dict], t_fault: int, t_heal: int | None, t_end: int
+) -> Row:
+    row = Row(fault.name)
+    sent = {s["seq"]: s for s in pilot if s["kind"] == "sent"}
+    stops = measure_holds(row, obs, t_fault, t_end)
     limit_ns = (MAX_OBS_AGE_MS + 2 * 1e3 / RATE_HZ) * 1e6
     runs = _first_runs(obs)
     row.late = sum(
@@ -357,19 +377,13 @@ def measure(
     if resumed is not None:
         row.resume_ms = (resumed["t"] - t_heal) / 1e6
     row.carried_on = None if t_heal is None else any(s["t"] > t_heal for s in sent.values())
-    stops = [h for h in deadman if t_fault <= h <= t_end]
     if fault.kind == "kill" and fault.target != "franka_sim":  # a restarted franka-sim starts at home
         stops.append(t_fault)
     travels = [_travel(obs, h, t_end) for h in stops]
     row.travel_mm = max(travels) if travels else None
-    # bounds
-    if fault.kind == "partition" and (fault.seconds is None or fault.seconds * 1e3 > 2 * DEADMAN_MS):
-        if row.hold_ms is None or row.hold_ms > HOLD_BOUND_MS:
-            row.problems.append(f"hold {row.hold_ms} ms (bound {HOLD_BOUND_MS:g})")
+    check_hold_and_travel(row, fault)
     if row.late:
         row.problems.append(f"{row.late} late runs")
-    if row.travel_mm is not None and row.travel_mm > TRAVEL_BOUND_MM:
-        row.problems.append(f"travel {row.travel_mm:.1f} mm (bound {TRAVEL_BOUND_MM:g})")
     if t_heal is not None:
         bound = RESUME_BOUND_MS if fault.kind != "kill" else KILL_RESUME_BOUND_MS
         if row.resume_ms is None or row.resume_ms > bound:
