@@ -345,18 +345,21 @@ class BridgeClient:
         sock = self._sock
         if not self._poller.poll(int(timeout_ms)):  # >= 0 here; pyzmq truncates a float to int itself
             return
-        batch: list[tuple[list, int, bool]] = []  # (frames, receive time, is an observation)
+        batch: list[tuple[list, int]] = []  # (frames, receive time)
         while True:
             frames = recv_frames(sock)
             if frames is None:
                 break
-            batch.append((frames, time.time_ns(), peek_type(frames[0]) == "observation"))
+            batch.append((frames, time.time_ns()))
             if not more_queued(sock):
                 break
-        newest_obs = max((i for i, b in enumerate(batch) if b[2]), default=-1)
-        for i, (frames, t_rx, is_obs) in enumerate(batch):
-            if is_obs and i < newest_obs:
-                self.skipped_observations += 1  # a newer one is right behind it: only the newest is kept
+        # Only the newest observation of a batch is decoded: the others are already replaced.
+        # (Peeking at the type costs a header parse, so a batch of one - the usual case - skips it.)
+        kinds = [peek_type(frames[0]) for frames, _ in batch] if len(batch) > 1 else [None]
+        newest_obs = max((i for i, kind in enumerate(kinds) if kind == "observation"), default=-1)
+        for i, (frames, t_rx) in enumerate(batch):
+            if i < newest_obs and kinds[i] == "observation":
+                self.skipped_observations += 1
                 continue
             try:
                 msg = decode(frames, self.config.max_message_bytes)

@@ -66,13 +66,9 @@ def _enc_hook(obj: Any) -> Any:
 
 
 def _array_ref(obj: Any) -> tuple[str, list, int]:
-    """``(dtype, shape, frame)`` of a header's array reference, checked. A well-formed one (the
-    common case) is read directly: ``msgspec.convert`` costs more than the rest of decoding an
-    array; anything else goes through it for a precise error."""
-    if type(obj) is dict and len(obj) == 3:
-        dtype, shape, frame = obj.get("dtype"), obj.get("shape"), obj.get("frame")
-        if type(dtype) is str and type(frame) is int and type(shape) is list:
-            return dtype, shape, frame
+    """``(dtype, shape, frame)`` of an array reference that is not a plain three-field map of the
+    right types, checked by ``msgspec.convert`` for a precise error (it costs more than the rest of
+    decoding an array, so well-formed references do not come here)."""
     try:
         ref = msgspec.convert(obj, ArrayRef)
     except msgspec.ValidationError as e:
@@ -83,11 +79,17 @@ def _array_ref(obj: Any) -> tuple[str, list, int]:
 def _dec_hook(typ: type, obj: Any) -> Any:
     """One array from its header reference and its frame (zero-copy, read-only).
 
-    This runs for every array of every message, so it is written flat: one dict of dtypes, one
-    pass over the shape, one ``np.ndarray`` over the frame's buffer."""
+    This runs for every array of every message, so the common case (a well-formed reference) is
+    one flat pass: its three fields, the dtype from one dict, the byte count over the shape, one
+    ``np.ndarray`` over the frame's buffer. Anything unusual goes through ``_array_ref``."""
     if typ is not np.ndarray:
         raise TypeError(f"unsupported type {typ}")
-    name, shape, index = _array_ref(obj)
+    if type(obj) is dict and len(obj) == 3:
+        name, shape, index = obj.get("dtype"), obj.get("shape"), obj.get("frame")
+        if type(name) is not str or type(shape) is not list or type(index) is not int:
+            name, shape, index = _array_ref(obj)
+    else:
+        name, shape, index = _array_ref(obj)
     dtype = _DTYPES.get(name)
     if dtype is None:
         raise ValueError(f"dtype {name!r} not allowed")
@@ -98,12 +100,13 @@ def _dec_hook(typ: type, obj: Any) -> Any:
         if type(d) is not int or d < 0:
             raise ValueError(f"bad shape {shape}")
         expected *= d
-    frames: list = _local.frames
-    if not 1 <= index < len(frames):
+    local = _local
+    frames: list = local.frames
+    used: set = local.used
+    if index in used or not 1 <= index < len(frames):
+        if index in used:
+            raise ValueError(f"frame {index} referenced twice")
         raise ValueError(f"frame index {index} out of range (message has {len(frames)} frames)")
-    used: set = _local.used
-    if index in used:
-        raise ValueError(f"frame {index} referenced twice")
     used.add(index)
     buf = frames[index]
     if buf.nbytes != expected:
@@ -129,9 +132,8 @@ def encode(msg: Message) -> list:
 
 
 def _as_buffer(frame: Any) -> memoryview:
-    buf = getattr(frame, "buffer", frame)  # zmq.Frame exposes .buffer
     try:
-        view = memoryview(buf)
+        view = memoryview(frame)  # zmq.Frame, bytes and numpy arrays all export a buffer
     except TypeError as e:
         raise ProtocolError(f"frame of type {type(frame).__name__} is not a buffer") from e
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view
@@ -156,8 +158,32 @@ def decode(frames: Sequence[Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Message
 def _decode(views: list[memoryview], total: int, max_bytes: int) -> Message:
     if total > max_bytes:
         raise ProtocolError(f"message of {total} bytes exceeds the {max_bytes}-byte limit", code="too_large")
+    # The whole schema first (the common case: one pass over the header); only a message that
+    # fails it, or one of another version, is read again for its envelope, so that a newer
+    # version is refused as such and not as whatever its schema would fail on.
+    _local.frames, _local.used = views, set()
     try:
-        env = _envelope_decoder.decode(views[0])
+        msg = _decoder.decode(views[0])
+        unused = len(views) - 1 - len(_local.used)
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        _check_envelope(views[0])
+        if not isinstance(e, msgspec.ValidationError):  # (a ValidationError is a DecodeError too)
+            raise ProtocolError(f"bad header: {e}") from None
+        kind = peek_type(views[0])
+        raise ProtocolError(f"invalid {kind}: {e}", field=_field_of(e, kind)) from None
+    finally:
+        _local.frames = _local.used = None
+    if msg.v != PROTOCOL_VERSION:
+        _check_envelope(views[0])
+    if unused:
+        raise ProtocolError(f"{unused} frame(s) not referenced by the header", code="malformed")
+    return msg
+
+
+def _check_envelope(header: memoryview) -> None:
+    """Raise the error a header's envelope (``type`` and ``v``) earns, if any."""
+    try:
+        env = _envelope_decoder.decode(header)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise ProtocolError(f"bad header: {e}", field=_field_of(e)) from None
     if env.v != PROTOCOL_VERSION:
@@ -166,19 +192,6 @@ def _decode(views: list[memoryview], total: int, max_bytes: int) -> Message:
             field="$.v",
             code="version",
         )
-    _local.frames, _local.used = views, set()
-    try:
-        msg = _decoder.decode(views[0])
-        unused = len(views) - 1 - len(_local.used)
-    except msgspec.ValidationError as e:
-        raise ProtocolError(f"invalid {env.type}: {e}", field=_field_of(e, env.type)) from None
-    except msgspec.DecodeError as e:
-        raise ProtocolError(f"bad header: {e}") from None
-    finally:
-        _local.frames = _local.used = None
-    if unused:
-        raise ProtocolError(f"{unused} frame(s) not referenced by the header", code="malformed")
-    return msg
 
 
 def peek_type(header: Any) -> str | None:

@@ -146,13 +146,22 @@ class ActionChunk(_Base, kw_only=True, tag="action_chunk"):
     align: bool = False  # actions[0] belongs to the capture time of observation obs_seq
 
     def __post_init__(self):
+        a = self.actions
+        width = CONTROL_MODE_WIDTH.get(self.control_mode, -10) + int(self.gripper)
+        if (  # the common case, checked in one expression: this runs for every chunk
+            0.0 < self.rate_hz <= 2000.0
+            and type(a) is np.ndarray
+            and a.ndim == 2
+            and a.shape[0] >= 1
+            and a.shape[1] == width
+            and a.dtype.char in "fd"
+        ):
+            return
         _require(self.control_mode in CONTROL_MODES, f"control_mode must be one of {CONTROL_MODES}")
         _require(0.0 < self.rate_hz <= 2000.0, "rate_hz must be in (0, 2000]")
-        a = self.actions
         _require(isinstance(a, np.ndarray), "actions must be an array")
         _require(a.ndim == 2 and a.shape[0] >= 1, lambda: f"actions must be [H>=1, D], got {a.shape}")
         _require(a.dtype in (np.float32, np.float64), lambda: f"actions must be float32/64, got {a.dtype}")
-        width = CONTROL_MODE_WIDTH[self.control_mode] + int(self.gripper)
         _require(a.shape[1] == width, f"actions must have {width} columns for {self.control_mode}")
 
     @property
