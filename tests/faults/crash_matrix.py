@@ -33,7 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.support.hybrid_run import free_port, lease_free, metrics_rows, robot_pc_config, wait_for
+from tests.support.hybrid_run import (
+    free_port,
+    hybrid_overrides,
+    lease_free,
+    metrics_rows,
+    robot_pc_config,
+    wait_for,
+)
 
 JOB_TARGETS = {"driver": None, "env": "SimEnvWorker", "rollout": "RolloutWorker", "actor": "ActorWorker",
                "real": "RealEnvWorker"}  # fmt: skip
@@ -116,29 +123,18 @@ class CrashMatrix:
 
     # ------------------------------------------------------------------ one case
     def _train(self, run_dir: Path, log: Path, *extra: str) -> subprocess.Popen:
-        over = {
-            "robot": "fr3",
-            "robot.endpoints": f"[{self.endpoint}]",
-            "robot.names": "[arm0]",
-            "robot.client": "{connect_timeout_s: 30.0}",
-            "hybrid.real_fraction": 0.25,
-            "budget.pretrain_wall_s": 15,
-            "budget.wall_s": 900,
-            "eval.sim_episodes": 8,
-            "eval.arm_episodes": 1,
-            "eval.baseline_arm_episodes": 0,
-            "run.dir": str(run_dir.parent),
-            "run.id": run_dir.name,
-            "run.checkpoint_every": 3,
-            "run.progress": False,
-            "sim.num_envs": 8,
-        }
+        over = hybrid_overrides(
+            self.endpoint,
+            run_dir.parent,
+            run_dir.name,
+            **{"budget.wall_s": 900, "eval.arm_episodes": 1, "run.checkpoint_every": 3},
+        )
         cmd = [
             sys.executable,
             "-m",
             "rlinf_robot.cli",
             "train",
-            *(f"{k}={v}" for k, v in over.items()),
+            *over,
             *extra,
         ]
         return subprocess.Popen(

@@ -33,7 +33,7 @@ from tests.faults.link_matrix import (
     measure_holds,
 )
 from tests.faults.netlab import Fault
-from tests.support.hybrid_run import metrics_rows
+from tests.support.hybrid_run import hybrid_overrides, metrics_rows
 
 START_BOUND_S = 1500.0  # the job's first real episode done and the next one running
 REAL_AGAIN_BOUND_S = 300.0  # heal -> a real episode completed (a reset, a whole episode)
@@ -57,30 +57,22 @@ def run_job_case(stack: LinkStack, fault: Fault, tag: str) -> Row:
     tmp = stack.tmp
     run = tmp / f"{tag}-run" / "job"
     obs_log, job_log = tmp / f"{tag}-observer.jsonl", tmp / f"{tag}-job.log"
-    over = {
-        "robot": "fr3",
-        "robot.endpoints": f"[{stack.endpoint}]",
-        "robot.names": "[arm0]",
-        "robot.client.connect_timeout_s": 60.0,
-        "robot.client.curve.secret_file": str(stack.keys / "job.key_secret"),
-        "robot.client.curve.server_public_file": str(stack.keys / "robot.key"),
-        "hybrid.real_fraction": 0.25,
-        "budget.pretrain_wall_s": 15,
-        "budget.wall_s": 1800,
-        "eval.sim_episodes": 8,
-        "eval.arm_episodes": 0,
-        "eval.baseline_arm_episodes": 0,
-        "run.dir": str(run.parent),
-        "run.id": run.name,
-        "run.progress": False,
-        "sim.num_envs": 8,
-    }
+    over = hybrid_overrides(
+        stack.endpoint,
+        run.parent,
+        run.name,
+        **{
+            "robot.client.connect_timeout_s": 60.0,
+            "robot.client.curve.secret_file": str(stack.keys / "job.key_secret"),
+            "robot.client.curve.server_public_file": str(stack.keys / "robot.key"),
+            "budget.wall_s": 1800,
+            "eval.arm_episodes": 0,
+        },
+    )
     argv = [*stack.lab.exec_prefix(stack.lab.learner), sys.executable, "-m", "rlinf_robot.cli", "train"]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "offline"}
     with job_log.open("w") as out:
-        job = subprocess.Popen(
-            [*argv, *(f"{k}={v}" for k, v in over.items())], stdout=out, stderr=subprocess.STDOUT, env=env
-        )
+        job = subprocess.Popen([*argv, *over], stdout=out, stderr=subprocess.STDOUT, env=env)
     observer = stack.agent("observer", obs_log, START_BOUND_S + fault.seconds + REAL_AGAIN_BOUND_S + 120)
     row = Row(f"{fault.name} (hybrid job)", late=None)
     t_fault = t_heal = None

@@ -27,7 +27,14 @@ import numpy as np
 import pytest
 
 from tests.integration.robot.conftest import RobotUp
-from tests.support.hybrid_run import free_port, lease_free, metrics_rows, robot_pc_config, wait_for
+from tests.support.hybrid_run import (
+    free_port,
+    hybrid_overrides,
+    lease_free,
+    metrics_rows,
+    robot_pc_config,
+    wait_for,
+)
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -52,26 +59,21 @@ def robot_pc(tmp_path_factory):
 
 
 def _overrides(endpoint: str, run_dir: Path, **extra) -> list[str]:
-    base = {
-        "robot": "fr3",
-        "robot.endpoints": f"[{endpoint}]",
-        "robot.names": "[arm0]",
-        "robot.client": "{connect_timeout_s: 30.0}",
-        "hybrid.real_fraction": REAL_FRACTION,
-        "hybrid.max_staleness": MAX_STALENESS,
-        "budget.pretrain_wall_s": 15,
-        "budget.wall_s": 75,
-        "eval.sim_episodes": 16,
-        "eval.arm_episodes": 2,
-        "eval.baseline_arm_episodes": 0,
-        "run.dir": str(run_dir),
-        "run.id": "hybrid",
-        "run.checkpoint_every": 10,
-        "run.progress": True,
-        "sim.num_envs": 8,
-    }
-    base.update(extra)
-    return [f"{k}={v}" for k, v in base.items()]
+    return hybrid_overrides(
+        endpoint,
+        run_dir,
+        "hybrid",
+        **{
+            "hybrid.real_fraction": REAL_FRACTION,
+            "hybrid.max_staleness": MAX_STALENESS,
+            "budget.wall_s": 75,
+            "eval.sim_episodes": 16,
+            "eval.arm_episodes": 2,
+            "run.checkpoint_every": 10,
+            "run.progress": True,
+            **extra,
+        },
+    )
 
 
 def _run_until(job, predicate, timeout: float, diagnostics=lambda: ""):

@@ -1,5 +1,6 @@
 """What the tests and benchmarks that run a hybrid job against ``robot up --sim`` share: a free
-loopback port, the robot PC's config for them, the run's metrics, bounded waits, the lease."""
+loopback port, the robot PC's config for them, the job's overrides, the run's metrics, bounded
+waits, the lease."""
 
 from __future__ import annotations
 
@@ -36,6 +37,29 @@ def robot_pc_config(tmp: Path, port: int) -> Path:
     path = tmp / "robot_pc.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
+
+
+def hybrid_overrides(endpoint: str, runs: Path, run_id: str, **extra: object) -> list[str]:
+    """``train`` overrides for a hybrid run of one arm at ``endpoint``, written to ``runs/run_id``:
+    a quarter of the episodes on the arm, a short sim pre-training, a small sim batch, no baseline
+    evaluation. ``extra`` (dotted keys, as on the command line) replaces or adds to them: each
+    caller names only what its run is about (budget, evaluation, checkpoints, keys)."""
+    over: dict[str, object] = {
+        "robot": "fr3",
+        "robot.endpoints": f"[{endpoint}]",
+        "robot.names": "[arm0]",
+        "robot.client.connect_timeout_s": 30.0,
+        "hybrid.real_fraction": 0.25,
+        "budget.pretrain_wall_s": 15,
+        "eval.sim_episodes": 8,
+        "eval.baseline_arm_episodes": 0,
+        "run.dir": str(runs),
+        "run.id": run_id,
+        "run.progress": False,
+        "sim.num_envs": 8,
+    }
+    over.update(extra)
+    return [f"{k}={v}" for k, v in over.items()]
 
 
 def metrics_rows(run: Path) -> list[dict]:
