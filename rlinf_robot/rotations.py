@@ -8,6 +8,8 @@ in MuJoCo.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 #: The gripper-down orientation (180 deg about x). TCP quaternions are signed so that q . DOWN >= 0:
@@ -98,6 +100,8 @@ def quat_from_matrix(m: np.ndarray) -> np.ndarray:
     """Rotation matrices [..., 3, 3] to unit quaternions with w >= 0 (Shepperd's method: the
     largest of the four candidates is computed first, so it is accurate at every angle)."""
     m = np.asarray(m, np.float64)
+    if m.shape == (3, 3):
+        return _quat_from_one_matrix(m)
     shape = m.shape[:-2]
     m = m.reshape(-1, 3, 3)
     tr = np.trace(m, axis1=1, axis2=2)
@@ -133,6 +137,34 @@ def quat_from_matrix(m: np.ndarray) -> np.ndarray:
     q = q * np.where(q[:, :1] < 0, -1.0, 1.0)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     return q.reshape(*shape, 4)
+
+
+def _quat_from_one_matrix(m: np.ndarray) -> np.ndarray:
+    """``quat_from_matrix`` of one matrix in plain floats: the same candidates (4 q_k^2 and the
+    sums / differences beside it, scaled by the normalization), ~2 us instead of the ~80 us numpy
+    spends on a batch of one. The bridge and the arm driver convert one pose per control step."""
+    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = m.tolist()
+    tw, tx, ty, tz = (
+        1.0 + m00 + m11 + m22,
+        1.0 + m00 - m11 - m22,
+        1.0 - m00 + m11 - m22,
+        1.0 - m00 - m11 + m22,
+    )
+    a, b, c = m21 - m12, m02 - m20, m10 - m01
+    d, e, f = m01 + m10, m02 + m20, m12 + m21
+    best = max(tw, tx, ty, tz)
+    if best == tw:
+        q = (tw, a, b, c)
+    elif best == tx:
+        q = (a, tx, d, e)
+    elif best == ty:
+        q = (b, d, ty, f)
+    else:
+        q = (c, e, f, tz)
+    norm = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    if q[0] < 0:
+        norm = -norm
+    return np.array([q[0] / norm, q[1] / norm, q[2] / norm, q[3] / norm])
 
 
 def rotvec_to_matrix(r: np.ndarray) -> np.ndarray:

@@ -133,14 +133,19 @@ class DeltaRule:
             )
         if not (np.all(np.isfinite(a)) and np.all(np.isfinite(q))):
             raise ValueError("NaN or inf in delta rows or anchor")
-        targets = np.empty((n, horizon, 7))
-        scaled = np.zeros((n, horizon), bool)
-        clamped = np.zeros((n, horizon), bool)
-        step = self._joint_row if self.mode == "joint_delta" else self._ee_row
-        kin = self._kinematics(q)
-        for h in range(horizon):
-            q, kin, scaled[:, h], clamped[:, h] = step(q, kin, a[:, h, : DELTA_WIDTH[self.mode]])
-            targets[:, h] = q
+        fast = self._joint_rows_in_box(q, a[:, :, :7]) if self.mode == "joint_delta" else None
+        if fast is not None:
+            targets, scaled, clamped, kin = fast
+            q = targets[:, -1]
+        else:
+            targets = np.empty((n, horizon, 7))
+            scaled = np.zeros((n, horizon), bool)
+            clamped = np.zeros((n, horizon), bool)
+            step = self._joint_row if self.mode == "joint_delta" else self._ee_row
+            kin = self._kinematics(q)
+            for h in range(horizon):
+                q, kin, scaled[:, h], clamped[:, h] = step(q, kin, a[:, h, : DELTA_WIDTH[self.mode]])
+                targets[:, h] = q
         self._cache = (q.copy(), kin)
         widths = None
         if self.gripper:
@@ -151,13 +156,42 @@ class DeltaRule:
             return DeltaPlan(targets[0], None if widths is None else widths[0], scaled[0], clamped[0])
         return DeltaPlan(targets, widths, scaled, clamped)
 
-    def _kinematics(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _kinematics(self, q: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         """(TCP Jacobian, TCP pose) at ``q``; the last plan's end is remembered, since a sim's next
         step (and a streamed next chunk) usually starts from exactly there."""
         cache = getattr(self, "_cache", None)
         if cache is not None and cache[0].shape == q.shape and np.array_equal(cache[0], q):
             return cache[1]
+        return self._kin(q)
+
+    def _kin(self, q: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """The kinematics a row needs at ``q``: joint rows check the TCP against the box only (no
+        Jacobian: it would double the cost of a row); ee rows step along the Jacobian."""
+        if self.mode == "joint_delta":
+            return None, model.forward_kinematics(q, self.tcp_offset)
         return model.jacobian(q, self.tcp_offset)
+
+    def _joint_rows_in_box(self, q: np.ndarray, d: np.ndarray):
+        """Every joint row at once - each scaled to the tick's step, then clamped to the joint
+        limits in turn, one batched forward kinematics over all targets - when every target's TCP
+        is inside the box: then the row-by-row rule below would change nothing more, and this is
+        its result at a tenth of the cost. None when some target leaves the box (the row-by-row
+        rule pulls it back, and the rows after it start from there)."""
+        n, horizon, _ = d.shape
+        ratio = np.max(np.abs(d) / self.joint_step, axis=2)
+        scaled = ratio > 1.0 + 1e-9
+        d = d / np.maximum(ratio, 1.0)[..., None]
+        targets = np.empty((n, horizon, 7))
+        clamped = np.zeros((n, horizon), bool)
+        for h in range(horizon):
+            raw = q + d[:, h]
+            q = np.clip(raw, self.q_lo, self.q_hi)
+            clamped[:, h] = np.any(q != raw, axis=1)
+            targets[:, h] = q
+        t = model.forward_kinematics(targets.reshape(n * horizon, 7), self.tcp_offset)
+        if not self._in_box(t[:, :3, 3]).all():
+            return None
+        return targets, scaled, clamped, (None, t.reshape(n, horizon, 4, 4)[:, -1])
 
     # ------------------------------------------------------------------ rows
     # Each row takes (q, kinematics at q, row) and returns (target, kinematics at it, scaled, clamped).
@@ -215,16 +249,12 @@ class DeltaRule:
         ``target_kin``: the kinematics at ``target`` when the caller has them already."""
         limited = np.clip(target, self.q_lo, self.q_hi)
         clamped = np.any(limited != target, axis=1)
-        new_kin = (
-            target_kin
-            if target_kin is not None and not clamped.any()
-            else model.jacobian(limited, self.tcp_offset)
-        )
+        new_kin = target_kin if target_kin is not None and not clamped.any() else self._kin(limited)
         boxed = self._keep_in_box(q, kin[1][:, :3, 3], limited, new_kin[1][:, :3, 3])
         moved = np.any(boxed != limited, axis=1)
         if moved.any():
             clamped |= moved
-            new_kin = model.jacobian(boxed, self.tcp_offset)
+            new_kin = self._kin(boxed)
         return boxed, new_kin, clamped
 
     # ------------------------------------------------------------------ the box

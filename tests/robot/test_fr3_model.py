@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rlinf_robot.robot.franka import model
-from rlinf_robot.rotations import quat_angle, quat_to_matrix
+from rlinf_robot.rotations import quat_angle, quat_from_matrix, quat_to_matrix
 from rlinf_robot.safety import SafetyLimits
 
 mujoco = pytest.importorskip("mujoco")
@@ -155,3 +155,27 @@ def test_pose_error_and_dls_step_are_batched():
     assert dq.shape == (4, 7)
     after = model.pose_error(target, model.forward_kinematics(qs + dq))  # one step: error to 2nd order
     assert np.all(np.linalg.norm(after, axis=1) < 1e-2 * np.linalg.norm(err, axis=1))
+
+
+def test_one_matrix_converts_as_a_batch_does():
+    """``quat_from_matrix`` of one matrix (plain floats) and of a batch (numpy) agree, also at
+    180 deg turns and on ties between the candidates, and the one-config FK is the batched one."""
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(500, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    mats = np.concatenate(
+        [
+            quat_to_matrix(q),
+            np.stack([np.eye(3), np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]), np.diag([-1.0, -1, 1])]),
+            quat_to_matrix(np.array([[0.5, 0.5, 0.5, 0.5], [0.0, 0.6, 0.8, 0.0]])),
+        ]
+    )
+    batch = quat_from_matrix(mats)
+    ones = np.stack([quat_from_matrix(m) for m in mats])
+    assert np.abs(batch - ones).max() < 1e-12
+    assert np.all(ones[:, 0] >= 0)
+    qs = rng.uniform(-1.5, 1.5, size=(20, 7))
+    assert (
+        np.abs(np.stack([model.forward_kinematics(x) for x in qs]) - model.forward_kinematics(qs)).max()
+        < 1e-12
+    )

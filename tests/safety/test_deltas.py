@@ -61,6 +61,28 @@ def test_ee_rows_move_the_tcp_by_each_row_on_exact_fk():
         assert np.linalg.norm(rot - rows[i, k, 3:]) < 1e-5
 
 
+def test_joint_rows_planned_at_once_equal_row_by_row():
+    """The all-rows-at-once path for joint rows gives exactly what the row-by-row rule gives:
+    oversized rows, rows past a joint limit, and batches where some env leaves the box (those
+    take the row-by-row path) alike."""
+    rng = np.random.default_rng(3)
+    near, far = configs(16, 4, spread=0.1), configs(64, 2, spread=0.6)
+    near[:4, 6] = LIMITS.q_hi[6] - 0.01  # rows that run into joint 7's limit
+    fast, slow = DeltaRule("joint_delta", False, HZ), DeltaRule("joint_delta", False, HZ)
+    slow._joint_rows_in_box = lambda q, d: None
+    taken = []
+    for q0 in (near, far, near[:1], near[5:6]):
+        for scale in (0.005, 0.05, 0.2):  # within a tick, over it, far over it (out of the box)
+            rows = rng.uniform(-scale, scale, (len(q0), 8, 7))
+            rows[:4, :, 6] = abs(rows[:4, :, 6])
+            taken.append(fast._joint_rows_in_box(q0, rows) is not None)
+            a, b = fast.plan(q0, rows), slow.plan(q0, rows)
+            np.testing.assert_array_equal(a.targets, b.targets)
+            np.testing.assert_array_equal(a.scaled, b.scaled)
+            np.testing.assert_array_equal(a.clamped, b.clamped)
+    assert any(taken) and not all(taken), taken  # both paths were compared
+
+
 def test_an_oversized_row_is_scaled_as_a_whole_and_flagged():
     rule = DeltaRule("ee_delta", False, 10.0)  # (at 20 Hz the joints' velocity budget binds first)
     plan = rule.plan(READY_Q, np.array([[0.06, 0.0, -0.03, 0.0, 0.0, 0.0]]))
