@@ -65,3 +65,22 @@ def test_target_adds_latency_travel_scales_with_dynamics_and_respects_the_joint_
     assert clipped[0] == 0.001
     with pytest.raises(ValueError, match="dynamics_factor"):
         braking_target(q, dq, ddq, acc, jerk, 0.0)
+
+
+def test_a_spiked_commanded_state_brakes_within_the_planners_reach():
+    """On a starved machine the reported dq_d / ddq_d spiked (commanded positions arriving bunched)
+    and the stop computed from them was the joint limit: a hold swung joint 1 by 2.7 rad. Bounded by
+    what the planner can command, the target stays within the stop from its top speed."""
+    vel, acc, jerk = np.full(7, 2.62), np.full(7, 15.0), np.full(7, 7500.0)
+    q_lo, q_hi = np.full(7, -2.7), np.full(7, 2.7)
+    q = np.zeros(7)
+    spiked = braking_target(
+        q, np.r_[-4.0, np.zeros(6)], np.r_[-2500.0, np.zeros(6)], acc, jerk, 0.2, q_lo, q_hi, vel_limit=vel
+    )
+    top = braking_target(
+        q, np.r_[-2.62 * 0.22, np.zeros(6)], np.r_[-15 * 0.22, np.zeros(6)], acc, jerk, 0.2, vel_limit=vel
+    )
+    assert spiked[0] == pytest.approx(top[0]) and -0.1 < top[0] < 0 and np.all(spiked[1:] == 0)
+    # within the limits nothing changes
+    calm = (q, np.r_[0.3, np.zeros(6)], np.r_[1.0, np.zeros(6)], acc, jerk, 0.2)
+    assert np.array_equal(braking_target(*calm, vel_limit=vel), braking_target(*calm))

@@ -12,11 +12,25 @@ already decelerating is treated as if it first returned to zero acceleration, an
 assumed to go on at its current velocity for ``latency_s`` (the state we read is a few ms old by
 the time the new motion takes over: franka-sim showed 0.6 mrad of reversal at 0.2 rad/s without
 it). That can add a little travel in the direction of motion but cannot make the planner reverse.
+
+The commanded velocity and acceleration it starts from are bounded by what the planner can command
+(the joint limits scaled by the dynamics factor, plus a margin). On a starved machine the arm's
+reported ``dq_d`` / ``ddq_d`` (differences of commanded positions that arrived bunched) spiked far
+beyond them, and the stop computed from such a spike was clipped to a joint limit: under a 1-CPU
+cap a deadman hold swung joint 1 by 2.7 rad to its limit. Bounded, a hold moves a joint at most
+the stop from the planner's largest speed (~0.08 rad on FR3 joint 1 at factor 0.2).
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
+
+log = logging.getLogger(__name__)
+#: How far beyond the scaled limits a commanded velocity / acceleration is still taken as given (a
+#: planner's own rounding, a dynamics factor lowered mid-motion); anything beyond is clipped.
+LIMIT_MARGIN = 0.1
 
 
 def braking_distance(v: np.ndarray, a0: np.ndarray, a_max: np.ndarray, j_max: np.ndarray) -> np.ndarray:
@@ -64,19 +78,36 @@ def braking_target(
     q_lo: np.ndarray | None = None,
     q_hi: np.ndarray | None = None,
     latency_s: float = 0.01,
+    vel_limit: np.ndarray | None = None,
 ) -> np.ndarray:
     """Joint target that stops the commanded motion (``q_d``, ``dq_d``, ``ddq_d``) with the robot's
     limits scaled by ``dynamics_factor``, ``latency_s`` after the state was read, clipped to the
-    joint range when one is given."""
+    joint range when one is given. ``dq_d`` is bounded by ``vel_limit`` and ``ddq_d`` by
+    ``acc_limit`` (both scaled, plus ``LIMIT_MARGIN``): see the module docstring."""
     if not 0.0 < dynamics_factor <= 1.0:
         raise ValueError(f"dynamics_factor must be in (0, 1], got {dynamics_factor!r}")
+    scale = dynamics_factor * (1.0 + LIMIT_MARGIN)
+    a_max = np.asarray(acc_limit, dtype=np.float64) * dynamics_factor
     dq_d = np.asarray(dq_d, dtype=np.float64)
+    ddq_d = np.asarray(ddq_d, dtype=np.float64)
+    bounded_dq = (
+        dq_d
+        if vel_limit is None
+        else np.clip(dq_d, -np.asarray(vel_limit) * scale, np.asarray(vel_limit) * scale)
+    )
+    bounded_ddq = np.clip(ddq_d, -a_max * (1.0 + LIMIT_MARGIN), a_max * (1.0 + LIMIT_MARGIN))
+    if np.any(bounded_dq != dq_d) or np.any(bounded_ddq != ddq_d):
+        log.warning(
+            "commanded state beyond the planner's limits (dq_d %s, ddq_d %s): braking from %s, %s",
+            np.round(dq_d, 3),
+            np.round(ddq_d, 2),
+            np.round(bounded_dq, 3),
+            np.round(bounded_ddq, 2),
+        )
     target = (
         np.asarray(q_d, dtype=np.float64)
-        + dq_d * latency_s
-        + braking_distance(
-            dq_d, ddq_d, np.asarray(acc_limit) * dynamics_factor, np.asarray(jerk_limit) * dynamics_factor
-        )
+        + bounded_dq * latency_s
+        + braking_distance(bounded_dq, bounded_ddq, a_max, np.asarray(jerk_limit) * dynamics_factor)
     )
     if q_lo is not None and q_hi is not None:
         target = np.clip(target, q_lo, q_hi)
@@ -85,7 +116,7 @@ def braking_target(
 
 def franky_braking_target(robot, dynamics_factor: float, q_lo=None, q_hi=None) -> np.ndarray:
     """``braking_target`` for a connected ``franky.Robot``: its newest commanded state and its own
-    joint acceleration / jerk limits (the ones its planner scales by the dynamics factor)."""
+    joint velocity / acceleration / jerk limits (the ones its planner scales by the dynamics factor)."""
     s = robot.state
     return braking_target(
         np.array(s.q_d),
@@ -96,4 +127,5 @@ def franky_braking_target(robot, dynamics_factor: float, q_lo=None, q_hi=None) -
         dynamics_factor,
         q_lo,
         q_hi,
+        vel_limit=np.array(robot.joint_velocity_limit.get()),
     )
