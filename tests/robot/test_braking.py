@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlinf_robot.robot.franka import braking
-from rlinf_robot.robot.franka.braking import braking_distance, braking_target
+from rlinf_robot.robot.franka.braking import braking_distance, braking_target, within_planner_limits
 
 A, J = 3.0, 1500.0  # FR3 joint 1 at relative dynamics 0.2
 
@@ -84,3 +84,14 @@ def test_a_spiked_commanded_state_brakes_within_the_planners_reach():
     # within the limits nothing changes
     calm = (q, np.r_[0.3, np.zeros(6)], np.r_[1.0, np.zeros(6)], acc, jerk, 0.2)
     assert np.array_equal(braking_target(*calm, vel_limit=vel), braking_target(*calm))
+
+
+def test_a_takeover_needs_a_commanded_state_the_planner_can_have_produced():
+    """franky starts a takeover from the reported dq_d / ddq_d: a spike beyond the scaled limits
+    (+10 %) defers it (the running motion goes on, the next tick tries again)."""
+    vel, acc = np.full(7, 2.62), np.full(7, 15.0)
+    cruising = (np.r_[0.5, np.zeros(6)], np.r_[2.0, np.zeros(6)])
+    assert within_planner_limits(*cruising, vel, acc, 0.2)
+    assert not within_planner_limits(np.r_[4.0, np.zeros(6)], np.zeros(7), vel, acc, 0.2)
+    assert not within_planner_limits(np.zeros(7), np.r_[0.0, -2500.0, np.zeros(5)], vel, acc, 0.2)
+    assert within_planner_limits(np.r_[2.0, np.zeros(6)], np.zeros(7), vel, acc, 1.0)

@@ -363,6 +363,7 @@ class FrankaArm(Robot):
         out: dict[str, Any] = {**self.faults.snapshot(), **self.counters}
         out.update({f"filter_{k}": v for k, v in self.safety.snapshot().items()})
         out.update({"overruns": self._loop.overruns, "tick_errors": self._loop.tick_errors})
+        out["deferred_takeovers"] = getattr(self.link, "deferred_takeovers", 0)
         out.update(
             {
                 "estop_latched": self.estop.latched,

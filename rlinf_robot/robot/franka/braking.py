@@ -114,6 +114,20 @@ def braking_target(
     return target
 
 
+def within_planner_limits(
+    dq_d: np.ndarray, ddq_d: np.ndarray, vel_limit: np.ndarray, acc_limit: np.ndarray, dynamics_factor: float
+) -> bool:
+    """Whether a commanded velocity and acceleration are ones the planner can have produced (its
+    joint limits scaled by ``dynamics_factor``, plus ``LIMIT_MARGIN``). franky starts a motion that
+    takes over a running one from the reported ``dq_d`` / ``ddq_d``: from a spike beyond these the
+    new trajectory first has to shed a speed the arm never had, and swings the arm with it."""
+    scale = dynamics_factor * (1.0 + LIMIT_MARGIN)
+    return bool(
+        np.all(np.abs(np.asarray(dq_d)) <= np.asarray(vel_limit) * scale)
+        and np.all(np.abs(np.asarray(ddq_d)) <= np.asarray(acc_limit) * scale)
+    )
+
+
 def franky_braking_target(robot, dynamics_factor: float, q_lo=None, q_hi=None) -> np.ndarray:
     """``braking_target`` for a connected ``franky.Robot``: its newest commanded state and its own
     joint velocity / acceleration / jerk limits (the ones its planner scales by the dynamics factor)."""

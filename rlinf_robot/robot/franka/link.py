@@ -17,6 +17,7 @@ from wherever the previous one is, and when no new target comes the arm keeps ho
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlinf_robot.errors import LinkLost, MissingDependency, ReflexError
-from rlinf_robot.robot.franka.braking import franky_braking_target
+from rlinf_robot.robot.franka.braking import franky_braking_target, within_planner_limits
 from rlinf_robot.robot.sched import keep_scheduling
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class FrankyLink:
         self.realtime = realtime
         self._factor = dynamics_factor
         self._robot = None
+        self.deferred_takeovers = 0  # motions not handed over: the commanded state had spiked
 
     @property
     def connected(self) -> bool:
@@ -112,23 +116,58 @@ class FrankyLink:
             mode=str(s.robot_mode).rsplit(".", 1)[-1],
         )
 
-    def move_joints(self, target: np.ndarray) -> None:
-        """Start (or take over with) an asynchronous joint motion to ``target``."""
-        franky = _franky()
+    def move_joints(self, target: np.ndarray) -> bool:
+        """Start (or take over with) an asynchronous joint motion to ``target``. False, and nothing
+        sent, when the commanded state a takeover would start from is not one the planner can have
+        produced (``braking.within_planner_limits``): the running motion goes on, and the caller
+        tries again at its next tick."""
         robot = self._require()
-        motion = franky.JointMotion([float(x) for x in target], return_when_finished=False)
+        if not self._can_take_over(robot):
+            return False
+        self._send(robot, target)
+        return True
+
+    def _send(self, robot, target: np.ndarray) -> None:
+        motion = _franky().JointMotion([float(x) for x in target], return_when_finished=False)
         self._guard(lambda: robot.move(motion, asynchronous=True))
 
-    def brake(self, q_lo: np.ndarray | None = None, q_hi: np.ndarray | None = None) -> np.ndarray:
+    def brake(self, q_lo: np.ndarray | None = None, q_hi: np.ndarray | None = None) -> np.ndarray | None:
         """Take over the running motion with one that stops where it can (see ``braking``) and
-        keeps holding there; returns that target."""
+        keeps holding there; returns that target, or None when no takeover was possible now (see
+        ``move_joints``)."""
         robot = self._require()
-        try:
+        if not self._can_take_over(robot):
+            return None
+        try:  # the state read here is the one the takeover starts from: nothing slow after it
             target = franky_braking_target(robot, self._factor, q_lo, q_hi)
         except Exception as exc:
             raise LinkLost(f"lost the arm at {self.host}: {exc}") from exc
-        self.move_joints(target)
+        self._send(robot, target)
         return target
+
+    def _can_take_over(self, robot) -> bool:
+        """Whether a motion may take over now: on a starved machine commanded positions arrive
+        bunched and the arm reports velocity / acceleration spikes, which franky would start the
+        new trajectory from (a hold swung joint 1 by 2.7 rad that way on franka-sim)."""
+        try:
+            s = robot.state
+            ok = within_planner_limits(
+                np.array(s.dq_d),
+                np.array(s.ddq_d),
+                np.array(robot.joint_velocity_limit.get()),
+                np.array(robot.joint_acceleration_limit.get()),
+                self._factor,
+            )
+        except Exception as exc:
+            raise LinkLost(f"lost the arm at {self.host}: {exc}") from exc
+        if not ok:
+            self.deferred_takeovers += 1
+            log.warning(
+                "takeover deferred: commanded state beyond the planner's limits (dq_d %s, ddq_d %s)",
+                np.round(np.array(s.dq_d), 3),
+                np.round(np.array(s.ddq_d), 1),
+            )
+        return ok
 
     def poll(self) -> bool:
         """Whether a motion runs; raises ``ReflexError`` / ``LinkLost`` if the last one failed."""

@@ -30,23 +30,30 @@ class Servo:
         self.lock = threading.Lock()
         self.last_sent: np.ndarray | None = None  # the target of the motion franky runs
         self.braking = False  # that motion is a brake
+        self.brake_pending = False  # a brake franky could not take over with yet (see FrankyLink)
         self.running = False  # franky ran a motion at the last poll
 
     def move(self, target: np.ndarray) -> None:
-        """Hand ``target`` to franky, unless the running motion goes there already. Call with
-        ``lock`` held."""
+        """Hand ``target`` to franky, unless the running motion goes there already (or cannot be
+        taken over this tick: then the next tick sends it). Call with ``lock`` held."""
         if self.last_sent is None or np.max(np.abs(target - self.last_sent)) > _MOVED:
-            self.link.move_joints(target)
-            self.last_sent = target
-            self.braking = False
+            if self.link.move_joints(target):
+                self.last_sent = target
+                self.braking = self.brake_pending = False
 
     def brake(self) -> None:
-        """Take the running motion over with one that stops where it can. Call with ``lock`` held."""
-        self.last_sent = self.link.brake(self.q_lo, self.q_hi)
-        self.braking = True
+        """Take the running motion over with one that stops where it can; if it cannot be taken
+        over now, the brake is pending and the next tick brakes (``brake_overrun``). Call with
+        ``lock`` held."""
+        sent = self.link.brake(self.q_lo, self.q_hi)
+        if sent is None:
+            self.brake_pending = True
+            return
+        self.last_sent, self.braking, self.brake_pending = sent, True, False
 
     def brake_overrun(self, reading: ArmReading) -> bool:
-        """Whether the running brake ends behind where the arm can now stop.
+        """Whether to brake again: a brake is pending (it could not take over yet), or the running
+        brake ends behind where the arm can now stop.
 
         A braking target assumes franky takes the new motion over ``latency_s`` after the state was
         read. On a starved machine the loop can be 50 ms late in between, the commanded motion runs
@@ -54,6 +61,8 @@ class Servo:
         with the CPU throttled). Seen each tick from the commanded state: a joint still moving away
         from the target. Braking again from there only moves the target further along the motion.
         """
+        if self.brake_pending:
+            return True
         if not self.braking or self.last_sent is None:
             return False
         moving = np.abs(reading.dq_d) > _RESTING_RAD_S
@@ -68,7 +77,9 @@ class Servo:
         with self.lock:
             self.link.stop()
             self.last_sent = None
+            self.brake_pending = False
 
     def forget(self) -> None:
         """The controller dropped its motion (reflex, recovery, reset, lost link): send afresh."""
         self.last_sent = None
+        self.brake_pending = False

@@ -161,20 +161,20 @@ def test_a_brake_handed_over_late_is_braked_again_not_reversed(arm, monkeypatch)
     tick sees it still moving past the target and brakes again from there: never a reversal."""
     q0 = arm.get_observation()["joint_pos"].copy()
     _get_moving(arm, q0 + np.array([0.06, 0, 0, 0, 0, 0, 0]))
-    real_move, real_brake, braking, stalls = arm.link.move_joints, arm.link.brake, [], []
+    real_send, real_brake, braking, stalls = arm.link._send, arm.link.brake, [], []
 
     def brake(*args):
         braking.append(True)
         return real_brake(*args)
 
-    def stalled_once(target):  # the first brake's hand-over (brake() reads the state, then moves)
+    def stalled_once(robot, target):  # the first brake's hand-over (brake() reads the state, then sends)
         if braking and not stalls:
             stalls.append(target[0])
             time.sleep(0.15)
-        real_move(target)
+        real_send(robot, target)
 
     monkeypatch.setattr(arm.link, "brake", brake)
-    monkeypatch.setattr(arm.link, "move_joints", stalled_once)
+    monkeypatch.setattr(arm.link, "_send", stalled_once)
     extended = arm.diagnostics().get("brakes_extended", 0)
     recording = Recording(arm)
     assert arm.hold("test")[0]
