@@ -148,14 +148,15 @@ class FrankyLink:
     def _can_take_over(self, robot) -> bool:
         """Whether a motion may take over now: on a starved machine commanded positions arrive
         bunched and the arm reports velocity / acceleration spikes, which franky would start the
-        new trajectory from (a hold swung joint 1 by 2.7 rad that way on franka-sim)."""
+        new trajectory from (a hold swung joint 1 by 2.7 rad that way on franka-sim). Only a state
+        whose trajectory would exceed the planner's speed defers it (``within_planner_limits``)."""
         try:
             s = robot.state
             ok = within_planner_limits(
                 np.array(s.dq_d),
                 np.array(s.ddq_d),
                 np.array(robot.joint_velocity_limit.get()),
-                np.array(robot.joint_acceleration_limit.get()),
+                np.array(robot.joint_jerk_limit.get()),
                 self._factor,
             )
         except Exception as exc:
