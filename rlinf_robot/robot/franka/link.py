@@ -18,6 +18,7 @@ from wherever the previous one is, and when no new target comes the arm keeps ho
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ class FrankyLink:
         self._factor = dynamics_factor
         self._robot = None
         self.deferred_takeovers = 0  # motions not handed over: the commanded state had spiked
+        self._deferral_logged = -math.inf
 
     @property
     def connected(self) -> bool:
@@ -163,11 +165,16 @@ class FrankyLink:
             raise LinkLost(f"lost the arm at {self.host}: {exc}") from exc
         if not ok:
             self.deferred_takeovers += 1
-            log.warning(
-                "takeover deferred: commanded state beyond the planner's limits (dq_d %s, ddq_d %s)",
-                np.round(np.array(s.dq_d), 3),
-                np.round(np.array(s.ddq_d), 1),
-            )
+            now = time.monotonic()
+            if now - self._deferral_logged >= 1.0:  # at most once a second: a starved loop ticks at 200 Hz
+                self._deferral_logged = now
+                log.warning(
+                    "takeover deferred (%d so far): commanded state beyond the planner's limits "
+                    "(dq_d %s, ddq_d %s)",
+                    self.deferred_takeovers,
+                    np.round(np.array(s.dq_d), 3),
+                    np.round(np.array(s.ddq_d), 1),
+                )
         return ok
 
     def poll(self) -> bool:
