@@ -178,9 +178,7 @@ class DeltaRule:
         its result at a tenth of the cost. None when some target leaves the box (the row-by-row
         rule pulls it back, and the rows after it start from there)."""
         n, horizon, _ = d.shape
-        ratio = np.max(np.abs(d) / self.joint_step, axis=2)
-        scaled = ratio > 1.0 + 1e-9
-        d = d / np.maximum(ratio, 1.0)[..., None]
+        d, scaled = self._scaled_to_a_tick(d)
         targets = np.empty((n, horizon, 7))
         clamped = np.zeros((n, horizon), bool)
         for h in range(horizon):
@@ -195,10 +193,13 @@ class DeltaRule:
 
     # ------------------------------------------------------------------ rows
     # Each row takes (q, kinematics at q, row) and returns (target, kinematics at it, scaled, clamped).
+    def _scaled_to_a_tick(self, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Joint rows [..., 7] scaled down as a whole to the per-tick joint step, and which were."""
+        ratio = np.max(np.abs(d) / self.joint_step, axis=-1)
+        return d / np.maximum(ratio, 1.0)[..., None], ratio > 1.0 + 1e-9
+
     def _joint_row(self, q: np.ndarray, kin, d: np.ndarray):
-        ratio = np.max(np.abs(d) / self.joint_step, axis=1)
-        scaled = ratio > 1.0 + 1e-9
-        d = d / np.maximum(ratio, 1.0)[:, None]
+        d, scaled = self._scaled_to_a_tick(d)
         target, kin, clamped = self._finish(q, kin, q + d)
         return target, kin, scaled, clamped
 
