@@ -284,7 +284,21 @@ class FrankaArm(Robot):
         return safe
 
     def home(self, timeout_s: float = 30.0) -> tuple[bool, str]:
-        """Track the home pose through the safety filter; returns once there (or why not)."""
+        """Track the home pose through the safety filter; returns once there (or why not).
+
+        Homing is how an operator or a learner gets the arm back to a known pose, so a homing that
+        the filter stopped mid-way (a step refused from where the arm was commanded at that tick:
+        logged with the commanded and measured joints) is tried once more from where the arm is
+        then, and counted (``home_retried``); a second refusal is reported."""
+        ok, why = self._home_once(timeout_s)
+        if ok or not self.slot.home_outcome.startswith("rejected_") or self.state is not ArmState.ACTIVE:
+            return ok, why
+        log.warning("home: %s; trying once more from where the arm is now", why)
+        self.counters["home_retried"] += 1
+        ok, again = self._home_once(timeout_s)
+        return ok, f"{again} (after a first try: {why})"
+
+    def _home_once(self, timeout_s: float) -> tuple[bool, str]:
         self.slot.expect_home()
         verdict = self.submit(ArmAction("joint_position", self._home_q), source="home")
         if isinstance(verdict, Rejection):

@@ -9,6 +9,7 @@ the tracker keeps the running brake from being overrun. Every way a goal ends go
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 
@@ -23,6 +24,8 @@ from rlinf_robot.robot.franka.recovery import FaultHandler
 from rlinf_robot.robot.franka.servo import Servo
 from rlinf_robot.robot.timing import TimingStats
 from rlinf_robot.safety import EStop, Rejection, Watchdog
+
+log = logging.getLogger(__name__)
 
 #: Filter adjustments after which the target is an intermediate step, not the goal itself.
 _SCALED = frozenset({"scaled_step", "scaled_rotation", "clamped_workspace"})
@@ -77,6 +80,15 @@ class GoalTracker:
             width = self.gripper.width if self.gripper is not None else 0.0
             result = self.resolver.resolve(goal, reading.q_d, width)
             if isinstance(result, Rejection):
+                # admitted earlier, refused now (the commanded position moved): say where the arm was
+                log.warning(
+                    "%s goal dropped mid-way (%s): %s; commanded q_d %s, measured q %s",
+                    goal.source,
+                    result.reason,
+                    result.detail,
+                    np.round(reading.q_d, 3).tolist(),
+                    np.round(reading.q, 3).tolist(),
+                )
                 self.slot.drop(goal, f"rejected_{result.reason}")
                 self.counters["rejected"] += 1
                 return

@@ -198,3 +198,42 @@ def test_a_goal_gone_stale_mid_motion_brakes_without_reversing(arm):
     assert arm.diagnostics()["deadman_trips"] > trips
     assert abs(recorded[1][-1, 0] - q0[0]) < 0.2, "it went on toward the stale target"
     _assert_stops_without_reversing(recorded, 0, -1.0)
+
+
+def test_a_homing_refused_mid_way_is_tried_once_more_and_logged(arm, monkeypatch, caplog):
+    """A home goal re-checked each tick and refused from where the arm was commanded at that tick
+    (seen once under a 1-CPU cap: rejected_workspace) is tried again from where the arm is then;
+    the refusal is logged with the joints and counted. Refused twice: home says so, and why."""
+    from rlinf_robot.robot.franka.model import HOME_Q
+
+    away = np.asarray(HOME_Q) + np.array([0.15, 0, 0, 0, 0, 0, 0])
+    assert wait_until(lambda: within(arm.get_observation()["joint_pos"], away, 2e-3), 10,
+                      action=lambda: arm.submit(ArmAction("joint_position", away)))  # fmt: skip
+    real_resolve, refusals = arm.resolver.resolve, []
+
+    def refuse_home(times):
+        def resolve(goal, q_d, width):
+            if goal.source == "home" and len(refusals) < times:
+                refusals.append(q_d.copy())
+                return Rejection(
+                    "workspace", "the arm is outside the box and the command moves it further out"
+                )
+            return real_resolve(goal, q_d, width)
+
+        return resolve
+
+    retried = arm.diagnostics().get("home_retried", 0)
+    monkeypatch.setattr(arm.resolver, "resolve", refuse_home(1))
+    with caplog.at_level("WARNING", logger="rlinf_robot.robot.franka"):
+        ok, why = arm.home(timeout_s=30)
+    assert ok and "after a first try" in why and "rejected_workspace" in why, why
+    assert within(arm.get_observation()["joint_pos"], HOME_Q, 2e-3)
+    assert arm.diagnostics()["home_retried"] == retried + 1
+    assert any("home goal dropped mid-way (workspace)" in r.getMessage() and "commanded q_d" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]  # fmt: skip
+    refusals.clear()
+    monkeypatch.setattr(arm.resolver, "resolve", refuse_home(2))
+    ok, why = arm.home(timeout_s=30)
+    assert not ok and why.count("rejected_workspace") == 2, why
+    monkeypatch.setattr(arm.resolver, "resolve", real_resolve)
+    assert arm.home(timeout_s=30)[0]
