@@ -24,6 +24,11 @@ class TinyVLAConfig(PretrainedConfig):
         pad_token_id: int = 259,
         max_text_len: int = 48,
         patch_size: int = 16,
+        vision_encoder: str = "patches",
+        num_keypoints: int = 16,
+        keypoint_channels: int = 32,
+        pool_text: bool = False,
+        aux_dim: int = 0,
         init_log_std: float = -1.0,
         action_mode: str = "ee_delta",
         action_low: list[float] | None = None,
@@ -47,6 +52,18 @@ class TinyVLAConfig(PretrainedConfig):
         self.vocab_size = vocab_size
         self.max_text_len = max_text_len
         self.patch_size = patch_size
+        #: per-camera image encoder (``modeling_tiny_vla.VISION_ENCODERS``): "patches" (36 patch tokens
+        #: at 96 px) or "keypoints" (``num_keypoints`` spatial-softmax points, ``keypoint_channels`` wide)
+        self.vision_encoder = vision_encoder
+        self.num_keypoints = num_keypoints
+        self.keypoint_channels = keypoint_channels
+        #: the instruction as one token (its byte embeddings averaged) instead of one token per byte:
+        #: a few fixed instructions need no more, and the transformer then runs over ~40 fewer tokens
+        self.pool_text = pool_text
+        #: width of an auxiliary output read from a token of its own (0: none): during SFT it is
+        #: regressed onto what the sim knows and the model does not see (where the block or the
+        #: goal is), which teaches the image encoder where to look; acting never uses it
+        self.aux_dim = aux_dim
         self.init_log_std = init_log_std
         self.action_mode = action_mode
         self.action_low = list(action_low) if action_low is not None else [-1.0] * action_dim

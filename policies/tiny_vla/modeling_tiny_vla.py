@@ -1,11 +1,13 @@
 """``TinyVLAModel``: a small vision-language-action transformer, a real ``PreTrainedModel``.
 
-Tokens, in order: per camera 36 patch tokens (a two-conv patchifier at 96 px), the instruction's
+Tokens, in order: per camera 36 patch tokens (a two-conv patchifier at 96 px; or K keypoint
+tokens, ``vision_encoder="keypoints"``), the instruction's
 byte tokens, one proprio (state) token, H action-query tokens (each plus the proprio embedding) and
 a value token. A pre-LN
 transformer runs over all of them with full (bidirectional) attention; the H action-query outputs
 decode the whole chunk in parallel (OpenVLA-OFT's parallel decoding) to Gaussian means, with a
-learned per-(step, dim) log-std for RL; the value token feeds the critic.
+learned per-(step, dim) log-std for RL; the value token feeds the critic. With ``aux_dim`` an
+auxiliary token (before the queries) predicts privileged sim values during SFT only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class TinyVLAOutput(ModelOutput):
     action_mean: Tensor | None = None  # [N, H, A] normalized action space
     action_log_std: Tensor | None = None  # [H, A]
     value: Tensor | None = None  # [N]
+    aux: Tensor | None = None  # [N, aux_dim] (config.aux_dim > 0)
 
 
 class PatchEncoder(nn.Module):
@@ -42,10 +45,56 @@ class PatchEncoder(nn.Module):
         self.pos = nn.Parameter(torch.zeros(1, (cfg.image_size // p) ** 2, d))
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.shape[-1] != self.size or x.shape[-2] != self.size:
-            x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
-        x = self.proj(F.gelu(self.stem((x - 0.5) / 0.5)))
+        x = self.proj(F.gelu(self.stem((_resized(x, self.size) - 0.5) / 0.5)))
         return x.flatten(2).transpose(1, 2) + self.pos
+
+
+class KeypointEncoder(nn.Module):
+    """[N, 3, S, S] in [0, 1] -> [N, K, d]: a small conv stack whose K output maps each become one
+    image point by a spatial softmax (the expected x, y of the map's activation; Levine et al. 2016,
+    robomimic's ``SpatialSoftmax``), embedded as one token per point.
+
+    Why: a manipulation policy needs *where* the block, the target and the fingers are, to a few
+    millimetres; a spatial softmax hands the transformer coordinates directly, from a stem ~20x
+    cheaper than 36 patch tokens per camera, so pixel policies train on a CPU in minutes."""
+
+    def __init__(self, cfg: TinyVLAConfig):
+        super().__init__()
+        d, c, k = cfg.hidden_size, cfg.keypoint_channels, cfg.num_keypoints
+        self.size = cfg.image_size
+        self.net = nn.Sequential(
+            nn.Conv2d(3, c, kernel_size=4, stride=4),  # 4x4 patches: S/4 x S/4 cells
+            nn.GELU(),
+            nn.Conv2d(c, c, kernel_size=3, padding=1),
+            nn.GELU(),
+            nn.Conv2d(c, k, kernel_size=3, padding=1),
+        )
+        cells = cfg.image_size // 4
+        coords = (
+            torch.arange(cells, dtype=torch.float32) + 0.5
+        ) / cells * 2.0 - 1.0  # cell centres in [-1, 1]
+        ys, xs = torch.meshgrid(coords, coords, indexing="ij")
+        # saved with the weights: from_pretrained builds modules on the meta device and fills only
+        # what the checkpoint holds
+        self.register_buffer("grid", torch.stack([xs.flatten(), ys.flatten()], dim=1))
+        self.log_temperature = nn.Parameter(torch.zeros(()))
+        self.point = nn.Linear(2, d)
+        self.pos = nn.Parameter(torch.zeros(1, k, d))  # which point (a learned identity per map)
+
+    def forward(self, x: Tensor) -> Tensor:
+        maps = self.net((_resized(x, self.size) - 0.5) / 0.5).flatten(2)  # [N, K, cells^2]
+        attn = torch.softmax(maps / self.log_temperature.exp(), dim=-1)
+        return self.point(attn @ self.grid) + self.pos  # [N, K, 2] -> [N, K, d]
+
+
+def _resized(x: Tensor, size: int) -> Tensor:
+    if x.shape[-1] != size or x.shape[-2] != size:
+        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+    return x
+
+
+#: ``TinyVLAConfig.vision_encoder`` -> the per-camera encoder class
+VISION_ENCODERS: dict[str, type[nn.Module]] = {"patches": PatchEncoder, "keypoints": KeypointEncoder}
 
 
 class TinyVLABlock(GradientCheckpointingLayer):
@@ -89,12 +138,14 @@ class TinyVLAPreTrainedModel(PreTrainedModel):
             module.mean.zero_()
             module.var.fill_(1.0)
             module.count.fill_(1e-4)
-        elif isinstance(module, PatchEncoder):
+        elif isinstance(module, (PatchEncoder, KeypointEncoder)):
             nn.init.normal_(module.pos, std=0.02)
         elif isinstance(module, TinyVLAModel):
             cfg = self.config
             for p in (module.text_pos, module.action_queries, module.value_query, module.camera_emb):
                 nn.init.normal_(p, std=0.02)
+            if module.aux_query is not None:
+                nn.init.normal_(module.aux_query, std=0.02)
             nn.init.constant_(module.action_log_std, cfg.init_log_std)
             nn.init.zeros_(module.action_head.weight)  # start from the zero action
             nn.init.zeros_(module.action_head.bias)
@@ -104,7 +155,12 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
     def __init__(self, config: TinyVLAConfig):
         super().__init__(config)
         d, H, A = config.hidden_size, config.chunk_size, config.action_dim
-        self.encoders = nn.ModuleDict({cam: PatchEncoder(config) for cam in config.cameras})
+        if config.vision_encoder not in VISION_ENCODERS:
+            raise ValueError(
+                f"vision_encoder {config.vision_encoder!r} is not one of {sorted(VISION_ENCODERS)}"
+            )
+        encoder = VISION_ENCODERS[config.vision_encoder]
+        self.encoders = nn.ModuleDict({cam: encoder(config) for cam in config.cameras})
         self.camera_emb = nn.Parameter(torch.zeros(max(len(config.cameras), 1), 1, d))
         self.text_emb = nn.Embedding(config.vocab_size, d)
         self.text_pos = nn.Parameter(torch.zeros(1, config.max_text_len, d))
@@ -118,6 +174,8 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
         self.norm = nn.LayerNorm(d)
         self.action_head = nn.Linear(d, A)
         self.value_head = nn.Linear(d, 1)
+        self.aux_query = nn.Parameter(torch.zeros(1, 1, d)) if config.aux_dim else None
+        self.aux_head = nn.Linear(d, config.aux_dim) if config.aux_dim else None
         self.action_log_std = nn.Parameter(torch.zeros(H, A))
         self.gradient_checkpointing = False
         self.post_init()
@@ -138,9 +196,15 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
             keep.append(torch.ones(N, tok.shape[1], dtype=torch.bool, device=tok.device))
         if input_ids is not None:
             ids = input_ids[:, : cfg.max_text_len]
-            parts.append(self.text_emb(ids) + self.text_pos[:, : ids.shape[1]])
+            text = self.text_emb(ids) + self.text_pos[:, : ids.shape[1]]
             m = attention_mask[:, : cfg.max_text_len] if attention_mask is not None else torch.ones_like(ids)
-            keep.append(m.bool())
+            if cfg.pool_text:  # one token: the mean over the instruction's bytes
+                w = m.unsqueeze(-1).to(text.dtype)
+                parts.append((text * w).sum(1, keepdim=True) / w.sum(1, keepdim=True).clamp(min=1.0))
+                keep.append(torch.ones(N, 1, dtype=torch.bool, device=text.device))
+            else:
+                parts.append(text)
+                keep.append(m.bool())
         H = cfg.chunk_size
         queries = self.action_queries.expand(N, -1, -1)
         if self.state_proj is not None:
@@ -148,8 +212,11 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
             parts.append(s)
             keep.append(torch.ones(N, 1, dtype=torch.bool, device=state.device))
             queries = queries + s  # proprio also conditions each action query directly (a short path)
+        extra = 0 if self.aux_query is None else 1  # the aux token goes first, before the queries
+        if extra:
+            parts.append(self.aux_query.expand(N, -1, -1))
         parts += [queries, self.value_query.expand(N, -1, -1)]
-        keep.append(torch.ones(N, H + 1, dtype=torch.bool, device=parts[-1].device))
+        keep.append(torch.ones(N, H + 1 + extra, dtype=torch.bool, device=parts[-1].device))
         x = torch.cat(parts, dim=1)
         key_mask = torch.cat(keep, dim=1)
         attn_mask = None if bool(key_mask.all()) else key_mask[:, None, None, :]
@@ -160,6 +227,7 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
             action_mean=self.action_head(x[:, -H - 1 : -1]),
             action_log_std=self.action_log_std,
             value=self.value_head(x[:, -1]).sum(-1),  # [N] (sum over the 1 column: not a view, for FSDP2)
+            aux=self.aux_head(x[:, -H - 2]) if self.aux_head is not None else None,
         )
 
 

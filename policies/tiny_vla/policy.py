@@ -148,8 +148,11 @@ class TinyVLAPolicy(BasePolicy):
         return ChunkGaussian(out.action_mean, out.action_log_std), out.value
 
     def forward(self, batch: dict) -> dict[str, Tensor]:
-        dist, value = self.distribution(batch["obs"])
+        model_out = self.model(**self.model_inputs(batch["obs"]))
+        dist, value = ChunkGaussian(model_out.action_mean, model_out.action_log_std), model_out.value
         out = {"mean": dist.mean, "entropy": dist.entropy(), "value": value}
+        if model_out.aux is not None:
+            out["aux"] = model_out.aux
         if batch.get("raw_actions") is not None:
             out["log_prob"] = dist.scaled(batch.get("noise_scale")).log_prob(batch["raw_actions"])
         return out

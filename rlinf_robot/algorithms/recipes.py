@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlinf_robot.algorithms.loops.grpo_loop import GRPOConfig
 from rlinf_robot.algorithms.loops.ppo_loop import PPOConfig
 from rlinf_robot.algorithms.loops.sac_loop import SACConfig
 from rlinf_robot.algorithms.loops.sft_loop import SFTConfig
@@ -51,21 +52,34 @@ class RecipeResult:
     wall_s: float  # demos + training, up to the final evaluation
     train_success: float | None  # last training episodes (RL); None when no training episodes ran (SFT)
     demo_success: float | None  # the expert's success on the recorded episodes; None without demos
-    eval_success: float  # deterministic, over eval_episodes held-out episodes
-    eval_episodes: int
+    eval_success: float  # deterministic, over eval_episodes held-out episodes (per task: their mean)
+    eval_episodes: int  # per task
     eval_seed: int
     eval_s: float
     stopped: str  # "target" (success criterion met), "budget" (wall time), "steps" (max_env_steps), "done"
     history: list[dict] = field(default_factory=list, repr=False)
     policy: Any = field(default=None, repr=False)
+    eval_by_task: dict[str, float] = field(default_factory=dict)  # env name -> its eval success
 
     def summary(self) -> str:
         train = "-" if self.train_success is None else f"{self.train_success:.2f}"
+        tasks = ""
+        if len(self.eval_by_task) > 1:
+            tasks = (
+                " (" + ", ".join(f"{k.split('/')[-1]} {v:.2f}" for k, v in self.eval_by_task.items()) + ")"
+            )
         return (
             f"{self.recipe} seed {self.seed}: {self.env_steps} env steps (+{self.demo_env_steps} expert), "
             f"{self.wall_s:.0f} s, training success {train}, "
-            f"eval {self.eval_success:.2f} over {self.eval_episodes} episodes (stopped: {self.stopped})"
+            f"eval {self.eval_success:.2f}{tasks} over {self.eval_episodes} episodes (stopped: {self.stopped})"
         )
+
+
+def _per_task(by_task: dict[str, float]) -> dict[str, float]:
+    """``{"eval_<task>": success}`` when there is more than one task (for the logs)."""
+    if len(by_task) < 2:
+        return {}
+    return {f"eval_{name.split('/')[-1]}": v for name, v in by_task.items()}
 
 
 class _OutOfTime(Exception):
@@ -194,8 +208,6 @@ class Recipe:
         evaluate deterministically on ``eval_episodes`` episodes from ``eval_seed``."""
         import torch
 
-        from rlinf_robot.algorithms.loops.evaluate import evaluate
-
         if seed in (self.eval_seed, self.eval_seed - DEMO_SEED_OFFSET):
             raise ConfigError(f"recipe {self.name}: seed {seed} would train or record demos on the eval seed")
         if not budget_s > 0:
@@ -205,11 +217,8 @@ class Recipe:
         trained = self._train(seed, clock)
         wall = clock.elapsed
         t_eval = time.perf_counter()
-        env = self.make_env(self.eval_envs)
-        try:
-            success = evaluate(env, trained.policy, self.eval_episodes, seed=self.eval_seed)
-        finally:
-            env.close()
+        by_task = self.evaluate_by_task(trained.policy)
+        success = sum(by_task.values()) / len(by_task)
         result = RecipeResult(
             recipe=self.name,
             env=self.env,
@@ -226,22 +235,46 @@ class Recipe:
             stopped=trained.stopped,
             history=clock.history,
             policy=trained.policy,
+            eval_by_task=by_task,
         )
         if log is not None:
-            log({"phase": "eval", "eval_success": success, "eval_s": round(result.eval_s, 2)})
+            log(
+                {
+                    "phase": "eval",
+                    "eval_success": success,
+                    **_per_task(by_task),
+                    "eval_s": round(result.eval_s, 2),
+                }
+            )
         return result
 
-    def random_success(self, seed: int = 0) -> float:
-        """A uniform random policy's success on the same held-out episodes: the floor to clear."""
+    def eval_env_names(self) -> tuple[str, ...]:
+        """The envs a trained policy is scored on, each on its own held-out episodes."""
+        return (self.env,)
+
+    def make_eval_env(self, name: str):
+        return self.make_env(self.eval_envs)
+
+    def evaluate_by_task(self, policy) -> dict[str, float]:
+        """Deterministic success of ``policy`` on ``eval_episodes`` held-out episodes of each eval env."""
         from rlinf_robot.algorithms.loops.evaluate import evaluate
 
-        env = self.make_env(self.eval_envs)
-        try:
-            return evaluate(
-                env, _UniformPolicy(env.action_spec, seed), self.eval_episodes, seed=self.eval_seed
-            )
-        finally:
-            env.close()
+        out = {}
+        for name in self.eval_env_names():
+            env = self.make_eval_env(name)
+            try:
+                out[name] = evaluate(env, policy, self.eval_episodes, seed=self.eval_seed)
+            finally:
+                env.close()
+        return out
+
+    def random_success(self, seed: int = 0) -> float:
+        """A uniform random policy's success on the same held-out episodes: the floor to clear
+        (per task: the highest of the tasks')."""
+        env = self.make_eval_env(self.eval_env_names()[0])
+        spec = env.action_spec
+        env.close()
+        return max(self.evaluate_by_task(_UniformPolicy(spec, seed)).values())
 
     def _train(self, seed: int, clock: _Clock) -> _Trained:
         raise NotImplementedError
@@ -441,6 +474,133 @@ class SACRecipe(_Demos, Recipe):
         return _Trained(policy, steps, rate, demo_steps, demo_success, stopped)
 
 
+@dataclass
+class VLARecipe(_Demos, Recipe):
+    """One ``tiny_vla`` for several tasks, from pixels and language: the front and wrist cameras and
+    the instruction, with the robot's proprioception as its only state (``MultiTaskEnv`` keeps the
+    columns every task shares: where the ball, block or target is must come from the images).
+    Behaviour cloning of every task's scripted expert (DART-noised demonstrations, recorded
+    through the same multi-task env), then ``grpo_iterations`` rounds of GRPO on all tasks at once;
+    scored per task on each task's own held-out episodes (``eval_by_task``).
+
+    ``num_envs`` / ``demo_envs`` / ``eval_envs`` count envs *per task*."""
+
+    env: str = "mujoco/multitask"  # a label: the envs are ``tasks``
+    tasks: tuple[str, ...] = ("mujoco/fr3-reach", "mujoco/fr3-push", "mujoco/fr3-lift")
+    image_size: int = 96
+    cameras: tuple[str, ...] = ("front", "wrist")
+    vla: dict[str, Any] = field(default_factory=dict)  # TinyVLAConfig fields (widths, encoder, log-std)
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(epochs=20, batch_size=128, lr=1e-3, loss="l1"))
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    grpo_iterations: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_demos(self)
+        self.tasks, self.cameras = tuple(self.tasks), tuple(self.cameras)
+        if not self.tasks or not all(t.startswith("mujoco/") for t in self.tasks):
+            raise ConfigError(f"recipe {self.name}: tasks must be embedded MuJoCo envs, got {self.tasks!r}")
+        if not (isinstance(self.grpo_iterations, int) and self.grpo_iterations >= 0):
+            raise ConfigError(
+                f"recipe {self.name}: grpo_iterations must be an int >= 0, got {self.grpo_iterations!r}"
+            )
+
+    def env_options(self) -> dict[str, Any]:
+        return {
+            **super().env_options(),
+            "gripper": True,
+            "image_size": self.image_size,
+            "cameras": self.cameras,
+        }
+
+    def _part(self, name: str, num_envs: int):
+        import sim
+
+        return sim.make(name, num_envs=num_envs, **self.env_options())
+
+    def make_env(self, num_envs: int | None = None):
+        from rlinf_robot.envs.multitask import MultiTaskEnv
+
+        n = num_envs or self.num_envs
+        return MultiTaskEnv([self._part(name, n) for name in self.tasks])
+
+    def eval_env_names(self) -> tuple[str, ...]:
+        return self.tasks
+
+    def make_eval_env(self, name: str):
+        return self._part(name, self.eval_envs)
+
+    def policy_kwargs(self) -> dict[str, Any]:
+        from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS
+
+        return {
+            "cameras": list(self.cameras),
+            "state_fields": [name for name, _ in ROBOT_STATE_FIELDS],
+            "chunk_size": self.chunk_size,
+            **self.vla,
+        }
+
+    def make_policy(self, env):
+        import policies
+
+        kwargs = self.policy_kwargs()
+        if self.sft.aux_coef > 0:  # an auxiliary head as wide as the tasks' privileged columns
+            kwargs.setdefault("aux_dim", env.privileged_width)
+        return policies.make("tiny_vla", action_spec=env.action_spec, obs_spec=env.obs_spec, **kwargs)
+
+    def _train(self, seed: int, clock: _Clock) -> _Trained:
+        from rlinf_robot.algorithms.loops.demos import record_expert
+        from rlinf_robot.algorithms.loops.grpo_loop import train_grpo
+        from rlinf_robot.algorithms.loops.sft_loop import train_sft
+        from sim.mujoco.experts import multitask_expert
+
+        env = self.make_env(self.demo_envs)
+        try:
+            rollouts = record_expert(
+                env,
+                multitask_expert(env),
+                episodes=self.demo_episodes * len(self.tasks),
+                seed=DEMO_SEED_OFFSET + seed,
+                noise=self.demo_noise,
+                privileged=env.privileged if self.sft.aux_coef > 0 else None,
+            )
+            policy = self.make_policy(env)
+        finally:
+            env.close()
+        clock.note("demos", {"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
+        stopped, steps, rate = "done", 0, None
+        try:
+            train_sft(
+                policy, rollouts.demo_set(self.chunk_size), self.sft, seed=seed, log=clock.report("sft")
+            )
+            del rollouts  # the images: ~55 kB a step
+            if self.grpo_iterations:
+                env = self.make_env()
+                try:
+                    res = train_grpo(
+                        env,
+                        policy,
+                        self.grpo,
+                        iterations=self.grpo_iterations,
+                        seed=seed,
+                        log=clock.report("grpo"),
+                    )
+                finally:
+                    env.close()
+                steps, rate = res.env_steps, res.success_rate
+        except _OutOfTime:
+            stopped = "budget"
+            steps, rate = clock.last("grpo", "env_steps", 0), clock.last("grpo", "success_rate")
+        return _Trained(
+            policy,
+            steps,
+            rate,
+            clock.last("demos", "demo_env_steps", 0),
+            clock.last("demos", "demo_success"),
+            stopped,
+        )
+
+
 # ---------------------------------------------------------------------------- registry
 RECIPES: dict[str, Recipe] = {}
 
@@ -516,3 +676,25 @@ _OBJECT_TASKS = dict(
 )
 register_recipe(SFTRecipe(name="push_sft", env="mujoco/fr3-push", demo_episodes=128, **_OBJECT_TASKS))
 register_recipe(SFTRecipe(name="lift_sft", env="mujoco/fr3-lift", demo_episodes=128, **_OBJECT_TASKS))
+
+#: One VLA for reach, push and lift from the front and wrist cameras (96 px) and the instruction, the
+#: robot's proprioception its only state: SFT on the scripted experts (DART noise), 10 Hz, 4-row chunks.
+register_recipe(
+    VLARecipe(
+        name="vla_pixels",
+        num_envs=8,
+        control_hz=10.0,
+        chunk_size=4,
+        demo_episodes=96,
+        eval_episodes=64,
+        vla=dict(
+            hidden_size=128,
+            num_layers=2,
+            vision_encoder="keypoints",
+            num_keypoints=16,
+            keypoint_channels=32,
+            pool_text=True,
+            init_log_std=-2.0,
+        ),
+    )
+)

@@ -106,6 +106,28 @@ def lift(env, obs, gain: float = _GAIN) -> np.ndarray:
 EXPERTS = {"mujoco/fr3-reach": reach, "mujoco/fr3-push": push, "mujoco/fr3-lift": lift}
 
 
+def multitask_expert(env):
+    """The expert of a ``MultiTaskEnv`` of MuJoCo tasks: ``expert(obs) -> actions[N, A]``.
+
+    Each part's own expert acts on the part's full observation (``env.part_obs``, with the task's
+    columns); a task whose expert has no gripper column (reach, push) holds the fingers at their
+    measured width, since one multi-task policy has one action layout."""
+    experts = [expert_for(f"mujoco/{part.task.name}") for part in env.parts]
+    width = env.action_spec.shape[0]
+
+    def act(_obs) -> np.ndarray:
+        out = []
+        for part, expert, obs in zip(env.parts, experts, env.part_obs, strict=True):
+            a = expert(part, obs)
+            if a.shape[1] < width:
+                held = _fields(part, obs["state"])["gripper_width"].astype(np.float32)
+                a = np.concatenate([a, held], axis=1)
+            out.append(a)
+        return np.concatenate(out)
+
+    return act
+
+
 def expert_for(name: str, gain: float | None = None):
     """The scripted expert of env ``name`` (ee_delta action mode). ``gain``: its proportional gain
     per tick instead of the default 1.5, which suits servos that track a target within a tick; an

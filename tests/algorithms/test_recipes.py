@@ -86,3 +86,39 @@ def test_a_tiny_recipe_runs_end_to_end_and_stops_at_its_budget():
     assert late.stopped == "budget" and [e["phase"] for e in late.history] == ["demos", "sft"]
     with pytest.raises(ConfigError, match="eval seed"):
         get_recipe("push_sft", **tiny).run(seed=999)
+
+
+def test_the_pixel_vla_recipe_runs_on_every_task_and_scores_each():
+    """vla_pixels, shrunk: demos of reach, push and lift through one MultiTaskEnv, SFT, one GRPO
+    round, then each task's own held-out episodes (the learning itself: test_learning.py)."""
+    pytest.importorskip("mujoco")
+    from rlinf_robot.algorithms.loops.grpo_loop import GRPOConfig
+    from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS
+
+    recipe = get_recipe(
+        "vla_pixels",
+        image_size=32,
+        num_envs=1,
+        demo_episodes=1,
+        demo_envs=1,
+        eval_episodes=1,
+        eval_envs=1,
+        sft=SFTConfig(epochs=2, batch_size=64, aux_coef=1.0),
+        vla={**get_recipe("vla_pixels").vla, "hidden_size": 32, "keypoint_channels": 8, "num_keypoints": 4},
+        grpo=GRPOConfig(group_size=2, max_decisions=3, epochs=1),
+        grpo_iterations=1,
+    )
+    res = recipe.run(seed=0, budget_s=600)
+    assert set(res.eval_by_task) == set(recipe.tasks) and res.stopped == "done"
+    assert res.eval_success == pytest.approx(np.mean(list(res.eval_by_task.values())))
+    assert res.demo_success == 1.0 and res.env_steps > 0
+    assert [e["phase"] for e in res.history] == ["demos", "sft", "sft", "grpo"]
+    sft = [e for e in res.history if e["phase"] == "sft"]
+    assert sft[1]["aux_loss"] < sft[0]["aux_loss"]  # the privileged columns are being learned
+    cfg = res.policy.model.config
+    assert cfg.aux_dim == 13  # lift's task columns, the widest (reach 6, push 12)
+    assert cfg.cameras == ["front", "wrist"] and cfg.vision_encoder == "keypoints" and cfg.pool_text
+    # proprioception only: the model reads the robot's 22 columns of any task's state
+    assert cfg.state_columns == list(range(sum(w for _, w in ROBOT_STATE_FIELDS)))
+    with pytest.raises(ConfigError, match="tasks must be embedded MuJoCo envs"):
+        get_recipe("vla_pixels", tasks=("isaac/reach",))

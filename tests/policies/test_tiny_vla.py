@@ -141,3 +141,58 @@ def test_state_fields_keep_the_model_to_proprioception(tmp_path):
         policies.make(
             "tiny_vla", action_spec=action_spec, obs_spec=obs_spec, cameras=[], state_fields=["object_pose"]
         )
+
+
+def test_keypoint_encoder_finds_a_blob_and_pooled_text_round_trip(point_env, tmp_path):
+    """``vision_encoder="keypoints"``: each camera becomes K spatial-softmax points (coordinates in
+    [-1, 1], moving with what the maps respond to); ``pool_text``: the instruction as one token
+    that still tells instructions apart. Both saved and reloaded exactly."""
+    from policies.tiny_vla.modeling_tiny_vla import KeypointEncoder
+
+    torch.manual_seed(0)
+    pol = policies.make(
+        "tiny_vla", action_spec=point_env.action_spec, obs_spec=point_env.obs_spec, chunk_size=2,
+        hidden_size=32, vision_encoder="keypoints", num_keypoints=4, keypoint_channels=8, pool_text=True,
+    )  # fmt: skip
+    enc = pol.model.encoders["front"]
+    assert isinstance(enc, KeypointEncoder)
+    with torch.no_grad():  # a map that is the red channel: its point is where the red blob is
+        last = enc.net[-1]
+        last.weight.zero_()
+        last.bias.zero_()
+        enc.net[0].weight.zero_()
+        enc.net[0].bias.zero_()
+        enc.net[0].weight[0, 0] = 1.0  # channel 0 of the stem sums the red of its 4x4 cell
+        enc.net[2].weight.zero_()
+        enc.net[2].bias.zero_()
+        enc.net[2].weight[0, 0, 1, 1] = 1.0
+        last.weight[0, 0, 1, 1] = 10.0
+        enc.log_temperature.fill_(-2.0)
+    size = pol.model.config.image_size
+    img = torch.zeros(1, 3, size, size)
+    img[0, 0, 8:16, 72:80] = 1.0  # red, top right
+    maps = enc.net((img - 0.5) / 0.5).flatten(2)
+    point = torch.softmax(maps / enc.log_temperature.exp(), -1) @ enc.grid
+    assert point[0, 0, 0] > 0.4 and point[0, 0, 1] < -0.4, point[0, 0]  # x right, y up (rows down)
+    assert enc(img).shape == (1, 4, 32)
+
+    obs = point_env.reset(seed=0)
+    with torch.no_grad():
+        pol.model.action_head.weight.normal_(0, 0.1)
+    a = pol({"obs": obs})["mean"]
+    b = pol({"obs": dict(obs, instruction=["push the block"] * len(obs["state"]))})["mean"]
+    assert (a - b).abs().max() > 1e-6  # the pooled instruction still reaches the actions
+    pol.save_pretrained(tmp_path)
+    loaded = policies.get("tiny_vla").from_pretrained(tmp_path)
+    assert loaded.model.config.vision_encoder == "keypoints" and loaded.model.config.pool_text
+    np.testing.assert_array_equal(
+        loaded.predict_action_batch(obs, deterministic=True).actions,
+        pol.predict_action_batch(obs, deterministic=True).actions,
+    )
+    with pytest.raises(ValueError, match="vision_encoder 'resnet' is not one of"):
+        policies.make(
+            "tiny_vla",
+            action_spec=point_env.action_spec,
+            obs_spec=point_env.obs_spec,
+            vision_encoder="resnet",
+        )

@@ -44,6 +44,9 @@ class ExpertRollouts:
     keep: np.ndarray  # [T, N] bool: the step's episode finished (and succeeded, if only successful kept)
     episodes: int  # finished episodes
     successes: int  # finished episodes that succeeded
+    #: [T, N, P] what the sim knows and the policy must not see (``record_expert(privileged=...)``):
+    #: auxiliary targets for SFT; NaN where an env's task has no such value. None: not recorded
+    privileged: np.ndarray | None = None
 
     @property
     def env_steps(self) -> int:
@@ -80,11 +83,15 @@ class ExpertRollouts:
             chunks[:, :, h] = self.labels[src]
         chunks[~mask] = 0.0  # past the episode's end: masked, and never another episode's actions
         idx = torch.as_tensor(np.flatnonzero(self.keep.reshape(-1)))
+        aux = None
+        if self.privileged is not None:
+            aux = torch.as_tensor(self.privileged.reshape(T * N, -1), dtype=torch.float32)[idx]
         return DemoSet(
             take_obs(flatten_obs(self.obs), idx),
             torch.as_tensor(chunks.reshape(T * N, H, A))[idx],
             torch.as_tensor(mask.reshape(T * N, H))[idx],
             self.success_rate,
+            aux,
         )
 
     def replay_buffer(self, policy, chunk_size: int = 1) -> ReplayBuffer:
@@ -126,9 +133,12 @@ def record_expert(
     seed: int = 0,
     noise: float = 0.0,
     only_successful: bool = True,
+    privileged: Callable[[], np.ndarray] | None = None,
 ) -> ExpertRollouts:
     """Run ``expert`` in every env for ``num_steps`` steps, or until ``episodes`` episodes finished
-    (whichever is given; both: the first reached). ``noise``: DART noise, see the module docstring."""
+    (whichever is given; both: the first reached). ``noise``: DART noise, see the module docstring.
+    ``privileged()``: called before every step, ``[N, P]`` values the sim knows about that step's
+    observation (e.g. ``MultiTaskEnv.privileged``), kept as auxiliary SFT targets."""
     if num_steps is None and episodes is None:
         raise ValueError("record_expert needs num_steps or episodes")
     if noise < 0:
@@ -138,8 +148,11 @@ def record_expert(
     half = (high - low) / 2
     obs = env.reset(seed=seed)
     obs_l, labels, executed, rewards, next_states, terms, dones, succ = [], [], [], [], [], [], [], []
+    known: list[np.ndarray] = []
     finished = 0
     while (num_steps is None or len(dones) < num_steps) and (episodes is None or finished < episodes):
+        if privileged is not None:
+            known.append(np.asarray(privileged(), np.float32))
         a = np.asarray(expert(obs), np.float32)
         act = a
         if noise > 0:
@@ -183,4 +196,5 @@ def record_expert(
         keep,
         total,
         ok,
+        np.stack(known) if known else None,
     )

@@ -24,6 +24,7 @@ class DemoSet:
     actions: torch.Tensor  # [B, H, A] env units
     mask: torch.Tensor  # [B, H]
     success_rate: float
+    aux: torch.Tensor | None = None  # [B, P] privileged auxiliary targets (NaN: none for that sample)
 
     def __len__(self) -> int:
         return self.actions.shape[0]
@@ -58,6 +59,9 @@ class SFTConfig:
     weight_decay: float = 0.0
     loss: str = "l1"  # "l1" | "mse" on the chunk mean, or "nll" (log-likelihood, e.g. action tokens)
     max_grad_norm: float = 1.0
+    #: weight of the auxiliary loss: the policy's ``aux`` output regressed onto ``DemoSet.aux``
+    #: (standardized per column); 0: off
+    aux_coef: float = 0.0
 
 
 def train_sft(
@@ -69,10 +73,11 @@ def train_sft(
     if hasattr(policy, "update_obs_norm"):  # state statistics come from the demonstrations
         policy.update_obs_norm(demos.obs["state"])
     target = policy.normalize_actions(demos.actions)
+    aux = _standardized(demos.aux) if cfg.aux_coef > 0 and demos.aux is not None else None
     losses = []
     for epoch in range(cfg.epochs):
         perm = torch.randperm(len(demos), generator=gen)
-        total, count = 0.0, 0
+        total, aux_total, count = 0.0, 0.0, 0
         for start in range(0, len(demos), cfg.batch_size):
             idx = perm[start : start + cfg.batch_size]
             if cfg.loss == "nll":  # likelihood of the expert chunk (token heads: cross-entropy)
@@ -81,13 +86,42 @@ def train_sft(
             else:
                 out = policy({"obs": take_obs(demos.obs, idx)})
                 loss = bc_loss(out["mean"], target[idx], demos.mask[idx], cfg.loss)
+            total += loss.item() * len(idx)
+            if aux is not None:
+                aux_loss = _aux_loss(out, aux[idx])
+                aux_total += aux_loss.item() * len(idx)
+                loss = loss + cfg.aux_coef * aux_loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
             opt.step()
-            total += loss.item() * len(idx)
             count += len(idx)
-        losses.append(total / count)
+        losses.append(total / count)  # the behaviour-cloning loss (the auxiliary one is logged apart)
         if log:
-            log({"epoch": epoch, "sft_loss": losses[-1]})
+            log(
+                {
+                    "epoch": epoch,
+                    "sft_loss": losses[-1],
+                    **({"aux_loss": aux_total / count} if aux is not None else {}),
+                }
+            )
     return losses
+
+
+def _standardized(aux: torch.Tensor) -> torch.Tensor:
+    """Each column to zero mean and unit std over the samples that have it (NaN stays NaN)."""
+    have = ~torch.isnan(aux)
+    n = have.sum(0).clamp(min=1)
+    filled = torch.where(have, aux, torch.zeros_like(aux))
+    mean = filled.sum(0) / n
+    std = (torch.where(have, aux - mean, torch.zeros_like(aux)).square().sum(0) / n).sqrt().clamp(min=1e-6)
+    return (aux - mean) / std
+
+
+def _aux_loss(out: dict, target: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of the policy's ``aux`` output over the targets that exist."""
+    if "aux" not in out:
+        raise ValueError("aux_coef > 0 needs a policy with an auxiliary head (tiny_vla: aux_dim)")
+    have = ~torch.isnan(target)
+    err = torch.where(have, out["aux"] - torch.nan_to_num(target), torch.zeros_like(target))
+    return err.square().sum() / have.sum().clamp(min=1)
