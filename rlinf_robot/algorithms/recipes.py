@@ -555,6 +555,7 @@ class VLARecipe(_Demos, Recipe):
         from sim.mujoco.experts import multitask_expert
 
         env = self.make_env(self.demo_envs)
+        t0 = time.perf_counter()
         try:
             rollouts = record_expert(
                 env,
@@ -567,7 +568,15 @@ class VLARecipe(_Demos, Recipe):
             policy = self.make_policy(env)
         finally:
             env.close()
-        clock.note("demos", {"demo_env_steps": rollouts.env_steps, "demo_success": rollouts.success_rate})
+        frames_per_s = rollouts.env_steps * len(self.cameras) / (time.perf_counter() - t0)
+        clock.note(
+            "demos",
+            {
+                "demo_env_steps": rollouts.env_steps,
+                "demo_success": rollouts.success_rate,
+                "frames_per_s": frames_per_s,  # camera images rendered (and physics stepped) per second
+            },
+        )
         stopped, steps, rate = "done", 0, None
         try:
             train_sft(

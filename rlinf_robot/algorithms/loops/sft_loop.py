@@ -7,6 +7,7 @@ episode). The policy's ``forward`` gives its chunk ``mean`` in normalized space;
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,6 +77,7 @@ def train_sft(
     aux = _standardized(demos.aux) if cfg.aux_coef > 0 and demos.aux is not None else None
     losses = []
     for epoch in range(cfg.epochs):
+        t0 = time.perf_counter()
         perm = torch.randperm(len(demos), generator=gen)
         total, aux_total, count = 0.0, 0.0, 0
         for start in range(0, len(demos), cfg.batch_size):
@@ -103,6 +105,7 @@ def train_sft(
                     "epoch": epoch,
                     "sft_loss": losses[-1],
                     **({"aux_loss": aux_total / count} if aux is not None else {}),
+                    "samples_per_s": count / (time.perf_counter() - t0),
                 }
             )
     return losses
