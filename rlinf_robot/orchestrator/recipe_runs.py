@@ -39,6 +39,11 @@ def run_recipe_job(
     from rlinf_robot.orchestrator.config import PolicyConfig, SimConfig, TaskConfig, TrainConfig, to_yaml
 
     recipe = get_recipe(name, **(overrides or {}))
+    if len(recipe.eval_env_names()) > 1:  # its run dir would need a multi-task TrainConfig
+        raise ConfigError(
+            f"recipe {name} trains one policy on several tasks {list(recipe.eval_env_names())}: not a "
+            f"train preset yet; run it with `python benchmarks/learn_tasks.py --recipes {name}`"
+        )
     if not recipe.env.startswith("mujoco/"):
         raise ConfigError(f"recipe {name}: its env {recipe.env} is not an embedded MuJoCo task")
     run = Path(runs_dir) / (run_id or f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")

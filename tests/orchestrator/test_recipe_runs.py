@@ -46,6 +46,7 @@ def test_a_recipe_runs_as_a_train_preset_and_leaves_a_run_dir_record_can_use(tmp
     assert again.returncode == 2 and "already holds a finished run" in again.stdout, again.stdout
     for bad, why in [(["--recipe", "push_sft", "demo_episodez=3"], "has no field 'demo_episodez'"),
                      (["--recipe", "push_sft", "sft.epochz=3"], "'sft.epochz' names no field"),
-                     (["--recipe", "push_it"], "unknown recipe 'push_it'")]:  # fmt: skip
+                     (["--recipe", "push_it"], "unknown recipe 'push_it'"),
+                     (["--recipe", "vla_pixels"], "not a train preset yet")]:  # fmt: skip
         res = subprocess.run([*CLI, *bad], capture_output=True, text=True, timeout=300)
         assert res.returncode == 2 and why in res.stdout, (bad, res.stdout, res.stderr[-1000:])
