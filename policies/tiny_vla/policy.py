@@ -16,7 +16,7 @@ from policies.base import BasePolicy, PolicyOutput, image_tensors, state_tensor
 from policies.distributions import ChunkGaussian
 from policies.registry import register
 from policies.tiny_vla.configuration_tiny_vla import TinyVLAConfig
-from policies.tiny_vla.modeling_tiny_vla import TinyVLAModel
+from policies.tiny_vla.modeling_tiny_vla import TinyVLAModel, TinyVLAOutput
 from policies.tokenizer import build_byte_tokenizer, byte_vocab_size
 from rlinf_robot.envs.spec import ActionSpec, ObsSpec
 from rlinf_robot.errors import ConfigError
@@ -143,14 +143,17 @@ class TinyVLAPolicy(BasePolicy):
             self.model.state_norm.update(states[..., columns] if columns is not None else states)
 
     # ----------------------------------------------------------------- policy
-    def distribution(self, obs: dict) -> tuple[ChunkGaussian, Tensor]:
+    def _run(self, obs: dict) -> tuple[ChunkGaussian, TinyVLAOutput]:
         out = self.model(**self.model_inputs(obs))
-        return ChunkGaussian(out.action_mean, out.action_log_std), out.value
+        return ChunkGaussian(out.action_mean, out.action_log_std), out
+
+    def distribution(self, obs: dict) -> tuple[ChunkGaussian, Tensor]:
+        dist, out = self._run(obs)
+        return dist, out.value
 
     def forward(self, batch: dict) -> dict[str, Tensor]:
-        model_out = self.model(**self.model_inputs(batch["obs"]))
-        dist, value = ChunkGaussian(model_out.action_mean, model_out.action_log_std), model_out.value
-        out = {"mean": dist.mean, "entropy": dist.entropy(), "value": value}
+        dist, model_out = self._run(batch["obs"])
+        out = {"mean": dist.mean, "entropy": dist.entropy(), "value": model_out.value}
         if model_out.aux is not None:
             out["aux"] = model_out.aux
         if batch.get("raw_actions") is not None:

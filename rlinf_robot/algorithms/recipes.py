@@ -257,24 +257,25 @@ class Recipe:
 
     def evaluate_by_task(self, policy) -> dict[str, float]:
         """Deterministic success of ``policy`` on ``eval_episodes`` held-out episodes of each eval env."""
+        return self._evaluate_each(lambda env: policy)
+
+    def random_success(self, seed: int = 0) -> float:
+        """A uniform random policy's success on the same held-out episodes: the floor to clear
+        (per task: the highest of the tasks')."""
+        return max(self._evaluate_each(lambda env: _UniformPolicy(env.action_spec, seed)).values())
+
+    def _evaluate_each(self, policy_for: Callable[[Any], Any]) -> dict[str, float]:
+        """``{env name: success}`` of ``policy_for(env)`` on each eval env's held-out episodes."""
         from rlinf_robot.algorithms.loops.evaluate import evaluate
 
         out = {}
         for name in self.eval_env_names():
             env = self.make_eval_env(name)
             try:
-                out[name] = evaluate(env, policy, self.eval_episodes, seed=self.eval_seed)
+                out[name] = evaluate(env, policy_for(env), self.eval_episodes, seed=self.eval_seed)
             finally:
                 env.close()
         return out
-
-    def random_success(self, seed: int = 0) -> float:
-        """A uniform random policy's success on the same held-out episodes: the floor to clear
-        (per task: the highest of the tasks')."""
-        env = self.make_eval_env(self.eval_env_names()[0])
-        spec = env.action_spec
-        env.close()
-        return max(self.evaluate_by_task(_UniformPolicy(spec, seed)).values())
 
     def _train(self, seed: int, clock: _Clock) -> _Trained:
         raise NotImplementedError
@@ -568,12 +569,13 @@ class VLARecipe(_Demos, Recipe):
             policy = self.make_policy(env)
         finally:
             env.close()
-        frames_per_s = rollouts.env_steps * len(self.cameras) / (time.perf_counter() - t0)
+        demo_steps, demo_success = rollouts.env_steps, rollouts.success_rate
+        frames_per_s = demo_steps * len(self.cameras) / (time.perf_counter() - t0)
         clock.note(
             "demos",
             {
-                "demo_env_steps": rollouts.env_steps,
-                "demo_success": rollouts.success_rate,
+                "demo_env_steps": demo_steps,
+                "demo_success": demo_success,
                 "frames_per_s": frames_per_s,  # camera images rendered (and physics stepped) per second
             },
         )
@@ -600,14 +602,7 @@ class VLARecipe(_Demos, Recipe):
         except _OutOfTime:
             stopped = "budget"
             steps, rate = clock.last("grpo", "env_steps", 0), clock.last("grpo", "success_rate")
-        return _Trained(
-            policy,
-            steps,
-            rate,
-            clock.last("demos", "demo_env_steps", 0),
-            clock.last("demos", "demo_success"),
-            stopped,
-        )
+        return _Trained(policy, steps, rate, demo_steps, demo_success, stopped)
 
 
 # ---------------------------------------------------------------------------- registry
