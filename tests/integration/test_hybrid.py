@@ -116,19 +116,40 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
         rows = metrics_rows(run)
         return f"last metrics: {rows[-1] if rows else None}\nrobot up: {up.text()[-1500:]}"
 
-    # cut the link in the middle of a real episode (the second one, so one is done already)
-    wait_for(
-        "a real episode running after the first one",
-        lambda: any(
-            r.get("real:arm0/episodes", 0) >= 1 and r.get("real:arm0/state") == "running"
-            for r in metrics_rows(run)[-1:]
-        ),
-        900,
-        diag,
-    )
-    t_cut = time.time()
-    updates_before = metrics_rows(run)[-1]["update"]
-    proxy.cut()
+    def live() -> dict:
+        """The real worker's own counters, now (metrics rows lag by one update: ~30 s capped)."""
+        real = job.groups.get("real")
+        return real.call("stats").wait(60)[0] if real is not None else {}
+
+    # cut the link in the middle of a real episode (not the first, so one is done already). An
+    # episode can end between the look and the cut; the cut counts only when the worker aborted an
+    # episode for it, else the link comes back and the test tries again
+    for attempt in range(4):
+        wait_for(
+            "a real episode running after the first one",
+            lambda: (s := live()).get("episodes", 0) >= 1 and s.get("state") == "running",
+            900,
+            diag,
+        )
+        aborted_before = live()["aborted"]
+        t_cut = time.time()
+        updates_before = metrics_rows(run)[-1]["update"]
+        proxy.cut()
+        wait_for(
+            "the worker to see the link gone",
+            lambda before=aborted_before: (
+                (s := live())["aborted"] > before or s["state"] in ("unavailable", "connecting")
+            ),
+            180,
+            diag,
+        )
+        time.sleep(1.0)  # "unavailable" is set just before the cut episode is counted
+        if live()["aborted"] > aborted_before:
+            break
+        print(f"cut {attempt} landed between episodes ({live()}); restoring and trying again")
+        proxy.restore()
+    else:
+        raise AssertionError(f"no cut landed inside an episode in 4 tries\n{diag()}")
     time.sleep(4.0)
     # sim updates go on while the link is down (one update took ~30 s under a 1-CPU cap with load)
     wait_for(
