@@ -143,3 +143,21 @@ def test_loop_config_errors():
         SACConfig(num_critics=2, num_min=3)
     with pytest.raises(ConfigError, match="num_steps"):
         PPOConfig(num_steps=0)
+
+
+def test_random_shift_moves_each_image_by_its_own_offset_and_repeats_the_edge():
+    from rlinf_robot.algorithms.loops.sft_loop import random_shift
+
+    img = torch.zeros(64, 12, 12, 3, dtype=torch.uint8)
+    img[:, 6, 6] = 255  # one lit pixel in the middle of every image
+    out = random_shift(img, 2, torch.Generator().manual_seed(0))
+    assert out.dtype == torch.uint8 and out.shape == img.shape
+    where = [tuple(int(i) for i in torch.nonzero(o[..., 0])[0]) for o in out]
+    assert all((o[..., 0] > 0).sum() == 1 for o in out)  # moved, not blurred or duplicated
+    assert all(abs(r - 6) <= 2 and abs(c - 6) <= 2 for r, c in where)
+    assert len(set(where)) > 10  # per-sample offsets, not one for the batch
+    edge = torch.arange(12, dtype=torch.uint8).view(1, 12, 1, 1).expand(4, 12, 12, 3)
+    shifted = random_shift(edge, 3, torch.Generator().manual_seed(1))
+    assert set(shifted.unique().tolist()) <= set(range(12))  # what comes in is the edge row's value
+    with pytest.raises(ValueError, match="image_shift"):
+        SFTConfig(image_shift=-1)

@@ -63,6 +63,14 @@ class SFTConfig:
     #: weight of the auxiliary loss: the policy's ``aux`` output regressed onto ``DemoSet.aux``
     #: (standardized per column); 0: off
     aux_coef: float = 0.0
+    #: random shift of every camera image by up to this many pixels per sample (edge pixels
+    #: repeated, as DrQ and robomimic's crop randomizer): a few thousand demo frames are too few for
+    #: an image encoder not to memorize where things sit to the pixel; 0: off
+    image_shift: int = 0
+
+    def __post_init__(self):
+        if not (isinstance(self.image_shift, int) and self.image_shift >= 0):
+            raise ValueError(f"image_shift must be an int >= 0, got {self.image_shift!r}")
 
 
 def train_sft(
@@ -82,11 +90,14 @@ def train_sft(
         total, aux_total, count = 0.0, 0.0, 0
         for start in range(0, len(demos), cfg.batch_size):
             idx = perm[start : start + cfg.batch_size]
+            obs = take_obs(demos.obs, idx)
+            if cfg.image_shift:
+                obs["images"] = {c: random_shift(v, cfg.image_shift, gen) for c, v in obs["images"].items()}
             if cfg.loss == "nll":  # likelihood of the expert chunk (token heads: cross-entropy)
                 raw = policy.raw_from_normalized(target[idx])
-                loss = bc_nll_loss(policy({"obs": take_obs(demos.obs, idx), "raw_actions": raw})["log_prob"])
+                loss = bc_nll_loss(policy({"obs": obs, "raw_actions": raw})["log_prob"])
             else:
-                out = policy({"obs": take_obs(demos.obs, idx)})
+                out = policy({"obs": obs})
                 loss = bc_loss(out["mean"], target[idx], demos.mask[idx], cfg.loss)
             total += loss.item() * len(idx)
             if aux is not None:
@@ -109,6 +120,18 @@ def train_sft(
                 }
             )
     return losses
+
+
+def random_shift(images: torch.Tensor, pad: int, gen: torch.Generator) -> torch.Tensor:
+    """``[B, H, W, C]`` images, each moved by its own integer offset in ``[-pad, pad]`` along both
+    axes; the pixels that come in repeat the edge. Same dtype (uint8 stays uint8)."""
+    images = torch.as_tensor(images)
+    b, h, w = images.shape[:3]
+    dy = torch.randint(0, 2 * pad + 1, (b, 1), generator=gen)
+    dx = torch.randint(0, 2 * pad + 1, (b, 1), generator=gen)
+    rows = (torch.arange(h) + dy - pad).clamp(0, h - 1)  # [B, H]
+    cols = (torch.arange(w) + dx - pad).clamp(0, w - 1)  # [B, W]
+    return images[torch.arange(b)[:, None, None], rows[:, :, None], cols[:, None, :]]
 
 
 def _standardized(aux: torch.Tensor) -> torch.Tensor:
