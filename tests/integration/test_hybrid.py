@@ -28,6 +28,8 @@ import pytest
 
 from tests.integration.robot.conftest import RobotUp
 from tests.support.hybrid_run import (
+    STARVED_CLIENT,
+    STARVED_MACHINE_BOUNDS,
     free_port,
     hybrid_overrides,
     lease_free,
@@ -46,7 +48,7 @@ MAX_STALENESS = 30
 def robot_pc(tmp_path_factory):
     """The robot PC on franka-sim, homing to the task's start pose; a proxy in front of its bridge."""
     port = free_port()
-    config = robot_pc_config(tmp_path_factory.mktemp("hybrid"), port)
+    config = robot_pc_config(tmp_path_factory.mktemp("hybrid"), port, STARVED_MACHINE_BOUNDS)
     up = RobotUp("--sim", "--config", str(config), "--ready-timeout", "600")
     proxy = TcpProxy(port)
     try:
@@ -71,6 +73,7 @@ def _overrides(endpoint: str, run_dir: Path, **extra) -> list[str]:
             "eval.arm_episodes": 2,
             "run.checkpoint_every": 10,
             "run.progress": True,
+            **STARVED_CLIENT,
             **extra,
         },
     )

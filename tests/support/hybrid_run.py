@@ -22,18 +22,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def robot_pc_config(tmp: Path, port: int) -> Path:
+#: Link bounds for runs whose subject is the hybrid loop, not the deadman: on a CI machine capped
+#: to one core beside busy loops (``cpu-cap --busy 2 1.0``) the learner's heartbeat thread went
+#: unscheduled for more than the 100 ms deadman, every reset's homing was held mid-way ("homing
+#: ended before home (hold)") and a start-pose move was refused for an observation 3.6 s old. The
+#: shipped bounds are tested where they are the subject (tests/bridge, tests/integration/bridge,
+#: the fault matrix); these keep every check, only slower to fire.
+STARVED_MACHINE_BOUNDS = {
+    "bridge_node": {"deadman_ms": 1000.0, "lease_timeout_ms": 3000.0, "max_obs_age_ms": 10000.0},
+    "franka_node": {"deadman_ms": 1000.0},
+}
+#: the learner's side of the same: a heartbeat answer may take this long before the link counts as down
+STARVED_CLIENT = {"robot.client.link_timeout_ms": 3000.0}
+
+
+def robot_pc_config(tmp: Path, port: int, bounds: dict[str, dict] | None = None) -> Path:
     """sim_robot.yaml with the bridge on ``port``, the arm homing to the task's start pose and the
-    camera at 5 Hz (the training camera's rate is not what these runs are about)."""
+    camera at 5 Hz (the training camera's rate is not what these runs are about); ``bounds``: per
+    node, parameters that replace the shipped ones (``STARVED_MACHINE_BOUNDS``)."""
     raw = yaml.safe_load((REPO_ROOT / "launch" / "config" / "sim_robot.yaml").read_text())
     for key, block in raw.items():
         name = key.strip("/").split("/")[-1]
+        params = block["ros__parameters"]
         if name == "bridge_node":
-            block["ros__parameters"]["endpoint"] = f"tcp://127.0.0.1:{port}"
+            params["endpoint"] = f"tcp://127.0.0.1:{port}"
         if name == "franka_node":
-            block["ros__parameters"]["home_q"] = READY_Q.tolist()
+            params["home_q"] = READY_Q.tolist()
         if name == "camera_node":
-            block["ros__parameters"]["rate_hz"] = 5.0
+            params["rate_hz"] = 5.0
+        params.update((bounds or {}).get(name, {}))
     path = tmp / "robot_pc.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
