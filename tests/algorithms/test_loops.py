@@ -159,5 +159,5 @@ def test_random_shift_moves_each_image_by_its_own_offset_and_repeats_the_edge():
     edge = torch.arange(12, dtype=torch.uint8).view(1, 12, 1, 1).expand(4, 12, 12, 3)
     shifted = random_shift(edge, 3, torch.Generator().manual_seed(1))
     assert set(shifted.unique().tolist()) <= set(range(12))  # what comes in is the edge row's value
-    with pytest.raises(ValueError, match="image_shift"):
+    with pytest.raises(ConfigError, match="sft.image_shift"):
         SFTConfig(image_shift=-1)

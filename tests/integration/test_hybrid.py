@@ -128,13 +128,13 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
     # episode can end between the look and the cut; the cut counts only when the worker aborted an
     # episode for it, else the link comes back and the test tries again
     for attempt in range(4):
-        wait_for(
+        running = wait_for(
             "a real episode running after the first one",
-            lambda: (s := live()).get("episodes", 0) >= 1 and s.get("state") == "running",
+            lambda: s if (s := live()).get("episodes", 0) >= 1 and s.get("state") == "running" else None,
             900,
             diag,
         )
-        aborted_before = live()["aborted"]
+        aborted_before = running["aborted"]
         t_cut = time.time()
         updates_before = metrics_rows(run)[-1]["update"]
         proxy.cut()

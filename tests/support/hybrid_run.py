@@ -40,17 +40,16 @@ def robot_pc_config(tmp: Path, port: int, bounds: dict[str, dict] | None = None)
     """sim_robot.yaml with the bridge on ``port``, the arm homing to the task's start pose and the
     camera at 5 Hz (the training camera's rate is not what these runs are about); ``bounds``: per
     node, parameters that replace the shipped ones (``STARVED_MACHINE_BOUNDS``)."""
+    edits = {
+        "bridge_node": {"endpoint": f"tcp://127.0.0.1:{port}"},
+        "franka_node": {"home_q": READY_Q.tolist()},
+        "camera_node": {"rate_hz": 5.0},
+    }
+    for name, params in (bounds or {}).items():
+        edits.setdefault(name, {}).update(params)
     raw = yaml.safe_load((REPO_ROOT / "launch" / "config" / "sim_robot.yaml").read_text())
     for key, block in raw.items():
-        name = key.strip("/").split("/")[-1]
-        params = block["ros__parameters"]
-        if name == "bridge_node":
-            params["endpoint"] = f"tcp://127.0.0.1:{port}"
-        if name == "franka_node":
-            params["home_q"] = READY_Q.tolist()
-        if name == "camera_node":
-            params["rate_hz"] = 5.0
-        params.update((bounds or {}).get(name, {}))
+        block["ros__parameters"].update(edits.get(key.strip("/").split("/")[-1], {}))
     path = tmp / "robot_pc.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path

@@ -17,6 +17,7 @@ import torch
 from rlinf_robot.algorithms.loops.rollout import take_obs
 from rlinf_robot.algorithms.sft import bc_loss, bc_nll_loss
 from rlinf_robot.envs.spec import BatchedEnv
+from rlinf_robot.errors import ConfigError
 
 
 @dataclass
@@ -70,7 +71,7 @@ class SFTConfig:
 
     def __post_init__(self):
         if not (isinstance(self.image_shift, int) and self.image_shift >= 0):
-            raise ValueError(f"image_shift must be an int >= 0, got {self.image_shift!r}")
+            raise ConfigError(f"sft.image_shift must be an int >= 0, got {self.image_shift!r}")
 
 
 def train_sft(
