@@ -392,7 +392,8 @@ class RealRobotEnv(BatchedEnv):
         again from where it stopped (up to ``MOVE_ATTEMPTS``), then the reset fails, naming the
         joint, rather than start an episode elsewhere. A transient refusal (``TRANSIENT_CODES``: the
         bridge held the arm because its state went stale) counts as one of those attempts, after a
-        fresh observation; any other refusal raises at once."""
+        fresh observation; any other refusal raises at once. A link that is down when a move starts
+        (the learner's heartbeats missed the deadman) is waited for like ``_home`` waits for it."""
         q = np.asarray(q, np.float64)
         c = self.clients[i]
         step = float(np.min(SafetyLimits.from_yaml().joint_step_limit(rate_hz)))
@@ -400,6 +401,10 @@ class RealRobotEnv(BatchedEnv):
         t0 = time.monotonic()
         refused = None
         for _ in range(MOVE_ATTEMPTS):
+            if not c.link_up:  # a heartbeat gap on a busy learner: wait it out, then move from fresh state
+                c.wait_link(self.cfg.step_timeout_s)
+                self._wait_recovered(i)
+                self._obs[i] = self._await(i, lambda o: True, self.cfg.reset_timeout_s, "fresh robot state")
             gap = float(np.max(np.abs(q - self._last(i).joint_pos[:7])))
             rows = min(4 * int(np.ceil(gap / step)) + 2 * int(rate_hz), 20 * int(rate_hz))
             seq = c.send_chunk(np.tile(q, (rows, 1)), "joint_position", rate_hz, obs=self._obs[i])

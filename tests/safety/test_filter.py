@@ -204,3 +204,53 @@ def test_a_zero_delta_at_home_passes():
     assert isinstance(
         FILTER.check(ArmAction("joint_delta", np.zeros(7)), RobotState(joint_pos=HOME_Q)), SafeAction
     )
+
+
+def _home_from(q, slide: bool, ticks: int = 3000):
+    """Track the task's start pose tick by tick the way franka_node's homing does; how it ended,
+    the ticks it took, the TCPs it passed."""
+    from rlinf_robot.envs.tasks.base import READY_Q
+
+    f = SafetyFilter(LIMITS, control_hz=20.0)
+    q, path = np.asarray(q, np.float64), []
+    for tick in range(ticks):
+        r = f.check(ArmAction("joint_position", READY_Q, slide=slide), RobotState(q))
+        if isinstance(r, Rejection):
+            return r, tick, path
+        if np.max(np.abs(r.target - q)) < 1e-6:
+            return "stalled", tick, path
+        q = r.target
+        path.append(tcp(q))
+        if np.max(np.abs(q - READY_Q)) < 1e-9:
+            return "home", tick, path
+    return "ran out", ticks, path
+
+
+#: Postures franka-sim's arm was found in after a starved hybrid run (a takeover swing pinned four
+#: joints at their hardware stops): inside the box, where the straight joint path home leaves it;
+#: and outside the box, beyond the safety limits of joints 4 and 5.
+FAR_IN_BOX = [0.002, 1.784, 0.164, -0.145, -2.157, 4.52, 3.018]
+FAR_OUT_OF_BOX = [-0.005, -0.257, 0.007, -3.046, -2.809, 3.673, -0.592]
+BOXED_IN = [-0.0766, 1.3727, 1.6792, -0.7941, 1.5273, 1.7793, 1.9245]
+
+
+def test_homing_slides_around_the_box_where_the_straight_path_leaves_it():
+    ended, _, _ = _home_from(FAR_IN_BOX, slide=False)
+    assert ended == "stalled"  # a plain joint target stops at the box: right for a policy, not for homing
+    ended, ticks, path = _home_from(FAR_IN_BOX, slide=True)
+    assert ended == "home" and all(inside_box(p) for p in path), ticks
+    ended, ticks, path = _home_from(FAR_OUT_OF_BOX, slide=True)
+    assert ended == "home", ticks
+    violation = [
+        float(np.sum(np.maximum(LIMITS.workspace_min - p, 0) + np.maximum(p - LIMITS.workspace_max, 0)))
+        for p in path
+    ]
+    first_in = next(i for i, p in enumerate(path) if inside_box(p))
+    assert all(a > b for a, b in zip(violation[:first_in], violation[1 : first_in + 1], strict=True))
+    assert all(inside_box(p) for p in path[first_in:])
+
+
+def test_homing_that_no_joint_can_advance_is_refused_with_where_the_arm_is():
+    ended, ticks, path = _home_from(BOXED_IN, slide=True)
+    assert isinstance(ended, Rejection) and ended.reason == "workspace", ended
+    assert "guide the arm back by hand" in ended.detail and all(inside_box(p) for p in path)

@@ -286,6 +286,9 @@ class FrankaArm(Robot):
     def home(self, timeout_s: float = 30.0) -> tuple[bool, str]:
         """Track the home pose through the safety filter; returns once there (or why not).
 
+        The way home goes around the workspace box where the straight joint path leaves it
+        (``ArmAction.slide``); an arm no joint can bring closer is refused with where it is.
+
         Homing is how an operator or a learner gets the arm back to a known pose, so a homing that
         the filter stopped mid-way (a step refused from where the arm was commanded at that tick:
         logged with the commanded and measured joints) is tried once more from where the arm is
@@ -300,13 +303,14 @@ class FrankaArm(Robot):
 
     def _home_once(self, timeout_s: float) -> tuple[bool, str]:
         self.slot.expect_home()
-        verdict = self.submit(ArmAction("joint_position", self._home_q), source="home")
+        verdict = self.submit(ArmAction("joint_position", self._home_q, slide=True), source="home")
         if isinstance(verdict, Rejection):
             return False, f"home refused ({verdict.reason}): {verdict.detail}"
         if not self.slot.wait_home(timeout_s):
             r = self._obs
             where = (
-                f"max |q - home| {np.max(np.abs(r.q - self._home_q)):.4f} rad, "
+                f"max |q - home| {np.max(np.abs(r.q - self._home_q)):.4f} rad "
+                f"(joint {int(np.argmax(np.abs(r.q - self._home_q))) + 1}), "
                 f"|q_d - home| {np.max(np.abs(r.q_d - self._home_q)):.2e}"
                 if r is not None
                 else "no state"
@@ -325,7 +329,7 @@ class FrankaArm(Robot):
     def _rehome(self) -> None:
         """After an automatic recovery (``rehome_on_recover``): home, without a caller waiting."""
         self.slot.expect_home()
-        self.submit(ArmAction("joint_position", self._home_q), source="home")
+        self.submit(ArmAction("joint_position", self._home_q, slide=True), source="home")
 
     def reset(self, timeout_s: float = 10.0) -> tuple[bool, str]:
         """Operator reset: clears the e-stop and a LATCHED fault, recovering the controller if needed."""

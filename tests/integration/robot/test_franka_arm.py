@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -237,3 +238,44 @@ def test_a_homing_refused_mid_way_is_tried_once_more_and_logged(arm, monkeypatch
     assert not ok and why.count("rejected_workspace") == 2, why
     monkeypatch.setattr(arm.resolver, "resolve", real_resolve)
     assert arm.home(timeout_s=30)[0]
+
+
+def test_homing_goes_around_the_box_where_the_straight_way_home_leaves_it(arm, monkeypatch):
+    """A posture a policy may reach (inside the limits and the box) from which the straight joint
+    path home leaves the workspace box: a plain joint target would stop at the box edge (the
+    filter clamps each tick into it) and homing waited out its timeout, every try, while the
+    training loop retried its reset. Homing moves the joints that can move until the straight
+    way is clear, the TCP inside the box at every tick."""
+    import yaml
+
+    from rlinf_robot.paths import REPO_ROOT
+    from rlinf_robot.robot.franka.model import HOME_Q, tcp_position
+
+    # franka-sim's joint 7 rests up to ~2 mrad off a target after a long move (its friction): the
+    # robot PC on franka-sim homes with sim_robot.yaml's tolerance, not the real arm's 1 mrad
+    sim = yaml.safe_load((REPO_ROOT / "launch" / "config" / "sim_robot.yaml").read_text())
+    node = next(v for k, v in sim.items() if k.endswith("franka_node"))["ros__parameters"]
+    monkeypatch.setattr(arm.tracker, "home_tolerance", node["home_tolerance"])
+    far = np.array([0.002, 1.70, 0.164, -0.25, -2.157, 4.40, 2.9])
+    for q in ([0.28, 0.29, -0.19, -1.15, -1.44, 3.54, 1.54], far):  # straight lines inside the box
+        assert wait_until(lambda q=q: within(arm.get_observation()["joint_pos"], q, node["home_tolerance"]), 60,
+                          action=lambda q=q: arm.submit(ArmAction("joint_position", np.array(q))))  # fmt: skip
+    tcps, done = [], threading.Event()
+
+    def sample() -> None:  # the TCP every 10 ms while homing
+        while not done.is_set():
+            tcps.append(tcp_position(arm.get_observation()["joint_pos"]))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        ok, why = arm.home(timeout_s=60)
+    finally:
+        done.set()
+        sampler.join(5)
+    assert ok, why
+    assert within(arm.get_observation()["joint_pos"], HOME_Q, node["home_tolerance"])
+    lo, hi = arm.resolver.limits.workspace_min, arm.resolver.limits.workspace_max
+    outside = [p for p in tcps if np.any(p < lo - 0.005) or np.any(p > hi + 0.005)]
+    assert len(tcps) > 20 and not outside, outside[:3]
