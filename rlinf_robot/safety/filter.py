@@ -11,7 +11,7 @@ Order of checks: shape -> finite -> joint limits (joint modes: reject an absolut
 them, clamp a delta's; an EE target's joints are checked after IK, by ``robot.franka.goals``) ->
 workspace box on the target's TCP, for modes whose policy is ``reject`` -> step size (scale the
 move down to what one control tick may do) -> workspace box on the scaled move (clamp it into the
-box; a homing slides around it, ``ArmAction.slide``) -> gripper range. Every decision is counted, so diagnostics can show how often a policy is
+box) -> gripper range. Every decision is counted, so diagnostics can show how often a policy is
 being corrected.
 """
 
@@ -48,11 +48,6 @@ class ArmAction:
     mode: str
     values: np.ndarray
     gripper: float | None = None
-    #: Homing (``joint_position`` only): where the straight joint path to the target leaves the
-    #: workspace box, move the joints whose step keeps the TCP inside (``SafetyFilter._slide``)
-    #: instead of stopping at the box, and refuse once no joint can move closer. An arm a fault
-    #: left in a far posture gets home around the box, or says why it cannot, never stalls.
-    slide: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,7 +141,7 @@ class SafetyFilter:
             return Rejection("non_finite", "NaN or inf in the gripper command")
         adjustments: list[str] = []
         if action.mode in ("joint_position", "joint_delta"):
-            result = self._joint(action.mode, values, q, adjustments, action.slide)
+            result = self._joint(action.mode, values, q, adjustments)
             mode = "joint_position"
         else:
             ee = state.ee_pose
@@ -162,9 +157,7 @@ class SafetyFilter:
         gripper = self._gripper(action.gripper, adjustments)
         return SafeAction(mode, result, gripper, action.mode, tuple(adjustments))
 
-    def _joint(
-        self, mode: str, values: np.ndarray, q: np.ndarray, adj: list[str], slide: bool = False
-    ) -> np.ndarray | Rejection:
+    def _joint(self, mode: str, values: np.ndarray, q: np.ndarray, adj: list[str]) -> np.ndarray | Rejection:
         lim = self.limits
         target = values.copy() if mode == "joint_position" else q + values
         if np.any(target < lim.q_lo) or np.any(target > lim.q_hi):
@@ -179,62 +172,19 @@ class SafetyFilter:
                 return Rejection(
                     "workspace", f"TCP of target at {np.round(p, 3).tolist()} is outside the box"
                 )
-        goal = target
-        target = self._scaled_step(q, goal)
-        if not np.array_equal(target, goal):
+        delta = target - q
+        ratio = float(np.max(np.abs(delta) / self._joint_step))
+        if ratio > 1.0:
+            target = q + delta / ratio
             adj.append("scaled_step")
         if not self.in_workspace(self.tcp_position(target)):
-            clamped = self._bisect_joint(q, target)
-            if slide:
-                clamped = self._slide(q, goal, clamped)
-                if clamped is None:
-                    return Rejection(
-                        "workspace",
-                        f"no joint can move towards the target from {np.round(q, 3).tolist()} with "
-                        f"the TCP (at {np.round(self.tcp_position(q), 3).tolist()}) inside the box: "
-                        "guide the arm back by hand",
-                    )
-            if clamped is None:
+            target = self._bisect_joint(q, target)
+            if target is None:
                 return Rejection(
                     "workspace", "the arm is outside the box and the command moves it further out"
                 )
-            target = clamped
             adj.append("clamped_workspace")
         return target
-
-    def _scaled_step(self, q: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """The move q -> goal, scaled down to one control tick's joint step."""
-        delta = goal - q
-        ratio = float(np.max(np.abs(delta) / self._joint_step))
-        return q + delta / ratio if ratio > 1.0 else goal
-
-    def _admissible(self, q: np.ndarray, target: np.ndarray) -> bool:
-        """A TCP inside the box, or (from outside it) one closer to the box than it was."""
-        p = self.tcp_position(target)
-        if self.in_workspace(p):
-            return True
-        here = self.tcp_position(q)
-        return not self.in_workspace(here) and self._box_violation(p) < self._box_violation(here)
-
-    def _slide(self, q: np.ndarray, goal: np.ndarray, along_line: np.ndarray | None) -> np.ndarray | None:
-        """Homing around the box: of the straight step clamped to the box (``along_line``) and
-        the tick's step on every joint but one, or on one joint alone, the admissible move that
-        brings the arm closest to ``goal`` (L1 over the joints); None when none gets closer by a
-        hundredth of a tick's step. Greedy, so a posture can still be boxed in (about 1 in 60
-        random in-box postures on the default limits): that is refused, not held forever."""
-        need = float(np.sum(np.abs(goal - q)))
-        best, best_gain = None, 0.01 * float(np.min(self._joint_step))
-        if along_line is not None:
-            gain = need - float(np.sum(np.abs(goal - along_line)))
-            if gain > best_gain:
-                best, best_gain = along_line, gain
-        eye = np.eye(7, dtype=bool)
-        for mask in [*~eye, *eye]:
-            t = self._scaled_step(q, np.where(mask, goal, q))
-            gain = need - float(np.sum(np.abs(goal - t)))
-            if gain > best_gain and self._admissible(q, t):
-                best, best_gain = t, gain
-        return best
 
     def _bisect_joint(self, q: np.ndarray, target: np.ndarray) -> np.ndarray | None:
         """Largest fraction of the move q -> target whose TCP stays in the box (q must be inside)."""

@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,12 +38,14 @@ from rlinf_robot.robot.franka.gripper import GripperWorker
 from rlinf_robot.robot.franka.link import ArmReading, FrankyLink
 from rlinf_robot.robot.franka.model import JOINT_NAMES, tcp_pose
 from rlinf_robot.robot.franka.recovery import FaultHandler
+from rlinf_robot.robot.franka.runaway import RunawayGuard
 from rlinf_robot.robot.franka.servo import Servo
 from rlinf_robot.robot.franka.tracking import GoalTracker
 from rlinf_robot.robot.loop import PeriodicLoop
 from rlinf_robot.robot.registry import register_robot
 from rlinf_robot.robot.timing import TimingStats
 from rlinf_robot.safety import ArmAction, EStop, Rejection, SafeAction, SafetyFilter, Watchdog
+from rlinf_robot.safety.homing import NoWayHome, plan_home
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,7 @@ class FrankaArm(Robot):
         self.resolver = GoalResolver(self.safety)
         self.slot = GoalSlot(self.counters)
         self.servo = Servo(self.link, limits.q_lo, limits.q_hi)
+        self.runaway = RunawayGuard(limits.joint_velocity_max, self.dynamics_factor)
         self.recovery = FaultHandler(
             config,
             self.link,
@@ -220,10 +223,15 @@ class FrankaArm(Robot):
 
     # ------------------------------------------------------------------ commands
     def submit(
-        self, action: ArmAction, wall_stamp: float | None = None, source: str = "command"
+        self,
+        action: ArmAction,
+        wall_stamp: float | None = None,
+        source: str = "command",
+        via: Sequence[np.ndarray] = (),
     ) -> SafeAction | Rejection:
-        """Check a command now and make it the goal the loop tracks; a rejection clears the goal (hold)."""
-        verdict = self._admit(action, wall_stamp, source)
+        """Check a command now and make it the goal the loop tracks; a rejection clears the goal
+        (hold). ``via``: joint waypoints to go on to once there (``Goal.via``; homing)."""
+        verdict = self._admit(action, wall_stamp, source, via)
         if isinstance(verdict, Rejection):
             return self.refuse(verdict)
         self.counters["commands"] += 1
@@ -241,7 +249,9 @@ class FrankaArm(Robot):
         log.debug("command rejected (%s): %s", rejection.reason, rejection.detail)
         return rejection
 
-    def _admit(self, action: ArmAction, wall_stamp: float | None, source: str) -> SafeAction | Rejection:
+    def _admit(
+        self, action: ArmAction, wall_stamp: float | None, source: str, via: Sequence[np.ndarray] = ()
+    ) -> SafeAction | Rejection:
         state = self.faults.state
         if state is not ArmState.ACTIVE:
             return Rejection("not_active", f"the arm is {state.value}")
@@ -278,6 +288,7 @@ class FrankaArm(Robot):
             expires=source != "home",
             source=source,
             one_shot=action.mode not in ABSOLUTE_MODES,
+            via=[np.asarray(w, np.float64) for w in via],
         )
         self.watchdog.feed(stamp)
         self.slot.put(goal)
@@ -287,7 +298,8 @@ class FrankaArm(Robot):
         """Track the home pose through the safety filter; returns once there (or why not).
 
         The way home goes around the workspace box where the straight joint path leaves it
-        (``ArmAction.slide``); an arm no joint can bring closer is refused with where it is.
+        (``safety.homing``: a few straight segments); an arm it cannot free is refused, naming
+        where it is.
 
         Homing is how an operator or a learner gets the arm back to a known pose, so a homing that
         the filter stopped mid-way (a step refused from where the arm was commanded at that tick:
@@ -303,7 +315,10 @@ class FrankaArm(Robot):
 
     def _home_once(self, timeout_s: float) -> tuple[bool, str]:
         self.slot.expect_home()
-        verdict = self.submit(ArmAction("joint_position", self._home_q, slide=True), source="home")
+        path = self._way_home()
+        if isinstance(path, Rejection):
+            return False, f"home refused ({path.reason}): {path.detail}"
+        verdict = self.submit(ArmAction("joint_position", path[0]), source="home", via=path[1:])
         if isinstance(verdict, Rejection):
             return False, f"home refused ({verdict.reason}): {verdict.detail}"
         if not self.slot.wait_home(timeout_s):
@@ -329,7 +344,21 @@ class FrankaArm(Robot):
     def _rehome(self) -> None:
         """After an automatic recovery (``rehome_on_recover``): home, without a caller waiting."""
         self.slot.expect_home()
-        self.submit(ArmAction("joint_position", self._home_q, slide=True), source="home")
+        path = self._way_home()
+        if isinstance(path, Rejection):
+            log.error("rehome after recovery refused: %s", path.detail)
+            return
+        self.submit(ArmAction("joint_position", path[0]), source="home", via=path[1:])
+
+    def _way_home(self) -> list[np.ndarray] | Rejection:
+        """Waypoints from the commanded position home inside the workspace box (``safety.homing``)."""
+        obs = self._obs
+        if obs is None:
+            return Rejection("not_active", "no state read from the arm yet")
+        try:
+            return plan_home(self.safety.limits, obs.q_d, self._home_q)
+        except NoWayHome as e:
+            return Rejection("workspace", str(e))
 
     def reset(self, timeout_s: float = 10.0) -> tuple[bool, str]:
         """Operator reset: clears the e-stop and a LATCHED fault, recovering the controller if needed."""
@@ -371,6 +400,7 @@ class FrankaArm(Robot):
         def apply() -> tuple[bool, str]:
             self.link.set_dynamics_factor(float(factor))
             self.dynamics_factor = float(factor)
+            self.runaway = RunawayGuard(self.safety.limits.joint_velocity_max, self.dynamics_factor)
             return True, "ok"
 
         self._in_loop(apply, 5.0)
@@ -430,10 +460,16 @@ class FrankaArm(Robot):
             return None
 
     def _check_motion(self, reading: ArmReading, state: ArmState) -> None:
-        """Poll the running motion (raises its error) and catch a reflex the poll did not raise."""
+        """Poll the running motion (raises its error), catch a reflex the poll did not raise, and
+        stop a runaway motion (``RunawayGuard``) as a reflex."""
         self.servo.running = self.link.poll()
         if reading.mode == "Reflex" and state not in (ArmState.REFLEX, ArmState.RECOVERING):
             raise ReflexError("the controller reports robot mode Reflex")
+        if state is ArmState.ACTIVE and (why := self.runaway.check(reading)) is not None:
+            log.error("%s", why)
+            self.counters["runaway_stopped"] += 1
+            self.servo.stop()
+            raise ReflexError(why)
 
     def _publish(self, reading: ArmReading) -> None:
         if self._last_read_t is not None and self.faults.link_up:  # not across a lost link

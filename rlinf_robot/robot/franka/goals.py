@@ -43,6 +43,9 @@ class Goal:
     applied: bool = field(default=False)
     #: The joint target once the filter passed the goal unscaled: later ticks only hold it.
     final: np.ndarray | None = field(default=None)
+    #: Homing around the workspace box (``safety.homing``): the joint waypoints after this
+    #: goal's target, the last one home. The tracker moves on to the next once the motion is there.
+    via: list[np.ndarray] = field(default_factory=list)
 
 
 class GoalSlot:

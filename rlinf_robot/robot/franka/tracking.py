@@ -23,7 +23,7 @@ from rlinf_robot.robot.franka.link import ArmReading
 from rlinf_robot.robot.franka.recovery import FaultHandler
 from rlinf_robot.robot.franka.servo import Servo
 from rlinf_robot.robot.timing import TimingStats
-from rlinf_robot.safety import EStop, Rejection, Watchdog
+from rlinf_robot.safety import ArmAction, EStop, Rejection, Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,9 @@ class GoalTracker:
             target, safe = result
             if not _SCALED.intersection(safe.adjustments):
                 goal.final = target
+        if goal.via and _arrived(target, goal.action.values, reading):
+            goal.action, goal.final = ArmAction("joint_position", goal.via.pop(0)), None  # next segment
+            return
         if (
             goal.source == "home"
             and np.max(np.abs(target - self.home_q)) < 1e-9  # the filter let the home pose through ...
@@ -132,3 +135,8 @@ class GoalTracker:
         if self.servo.brake_overrun(reading) and self.machine.state is ArmState.ACTIVE:
             self.counters["brakes_extended"] += 1
             self.brake_now()
+
+
+def _arrived(target: np.ndarray, waypoint: np.ndarray, reading: ArmReading) -> bool:
+    """The filter let ``waypoint`` through unscaled and the motion generator got there."""
+    return bool(np.max(np.abs(target - waypoint)) < 1e-9 and np.max(np.abs(reading.q_d - waypoint)) < 1e-6)

@@ -1,0 +1,51 @@
+"""``RunawayGuard``: stop a motion franky commands faster than any this driver planned.
+
+Every motion the driver hands franky is planned within the joint velocity limits scaled by the
+dynamics factor (``braking.within_planner_limits`` keeps takeovers from starting beyond them). On
+franka-sim under CPU starvation, franky's commanded trajectory still ran away once per few hybrid
+runs: commanded joint 1 velocity reached -11 rad/s (at factor 0.2 the planner's top speed is
+0.52 rad/s) and four or five joints hit their hardware stops within 3 s, from where homing could
+not get back. franka-sim logged the motion-limit violations but, not enforcing them, followed;
+the real FR3 aborts such a motion with a reflex (``joint_motion_generator_velocity_limits_
+violation``). This guard does the same on every arm: a commanded velocity beyond ``FACTOR`` times
+the planner's top speed on ``READINGS`` consecutive control-loop readings stops the motion and is
+raised as a reflex, so the fault handler holds the arm and recovers it as for a real one.
+Several readings, because a starved machine's bunched commands show single-reading spikes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlinf_robot.robot.franka.link import ArmReading
+
+#: Times the planner's top speed (scaled limits plus braking.LIMIT_MARGIN) a commanded velocity may
+#: reach before the motion counts as a runaway.
+FACTOR = 2.0
+#: Consecutive readings beyond it before the motion is stopped.
+READINGS = 3
+
+
+class RunawayGuard:
+    def __init__(self, joint_velocity_max: np.ndarray, dynamics_factor: float):
+        from rlinf_robot.robot.franka.braking import LIMIT_MARGIN
+
+        v_max = np.asarray(joint_velocity_max, dtype=np.float64)
+        self.bound = np.minimum(v_max * dynamics_factor * (1.0 + LIMIT_MARGIN) * FACTOR, v_max)
+        self._beyond = 0
+
+    def check(self, reading: ArmReading) -> str | None:
+        """Why the commanded motion must stop now, or None."""
+        over = np.abs(reading.dq_d) > self.bound
+        if not over.any():
+            self._beyond = 0
+            return None
+        self._beyond += 1
+        if self._beyond < READINGS:
+            return None
+        self._beyond = 0
+        j = int(np.argmax(np.abs(reading.dq_d) / self.bound))
+        return (
+            f"runaway motion stopped: commanded joint {j + 1} velocity {reading.dq_d[j]:.2f} rad/s beyond "
+            f"{self.bound[j]:.2f} rad/s on {READINGS} readings (commanded q_d {np.round(reading.q_d, 3).tolist()})"
+        )
