@@ -1,5 +1,6 @@
-"""RunawayGuard: a commanded velocity no planned motion reaches, held over several readings, stops
-the motion; single-reading spikes (bunched commands on a starved machine) do not."""
+"""RunawayGuard: commanded positions moving faster than any planned motion, over several of the
+loop's readings, stop the motion; a single late jump (bunched commands on a starved machine) and
+the reported ``dq_d`` spikes do not count."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ from rlinf_robot.robot.franka.runaway import READINGS, RunawayGuard
 from rlinf_robot.safety import SafetyLimits
 
 V_MAX = SafetyLimits.from_yaml().joint_velocity_max
+PERIOD = 0.01  # s between the loop's readings at 100 Hz
 
 
-def reading(dq_d) -> ArmReading:
-    z = np.zeros(7)
-    return ArmReading(t=0.0, q=z, dq=z, q_d=z, dq_d=np.asarray(dq_d, np.float64), mode="Move")
+def readings(velocities, dq_d_spike: float = 0.0):
+    """Readings every PERIOD whose commanded joint 1 moves at each of ``velocities`` (rad/s)."""
+    q, t = np.zeros(7), 0.0
+    for v in velocities:
+        t += PERIOD
+        q = q + np.array([v * PERIOD, 0, 0, 0, 0, 0, 0])
+        dq_d = np.array([v + dq_d_spike, 0, 0, 0, 0, 0, 0])
+        yield ArmReading(t=t, q=q.copy(), dq=dq_d, q_d=q.copy(), dq_d=dq_d, mode="Move")
 
 
 def test_the_bound_is_twice_the_planners_top_speed_and_never_above_the_joint_limit():
@@ -23,16 +30,12 @@ def test_the_bound_is_twice_the_planners_top_speed_and_never_above_the_joint_lim
     assert np.allclose(full.bound, V_MAX)
 
 
-def test_spikes_pass_and_a_sustained_runaway_is_named():
+def test_planned_motion_and_reported_spikes_pass_a_sustained_runaway_is_named():
     guard = RunawayGuard(V_MAX, 0.2)
-    planned = np.full(7, 0.5)  # the planner's speed at factor 0.2: never a runaway
-    runaway = np.array([-11.0, 0, 0, 0, 0, 0, 0])  # what franky commanded before the arm hit its stops
-    for _ in range(10):
-        assert guard.check(reading(planned)) is None
-    for _ in range(3):  # spikes shorter than READINGS, between planned readings
-        for _ in range(READINGS - 1):
-            assert guard.check(reading(runaway)) is None
-        assert guard.check(reading(planned)) is None
-    why = [guard.check(reading(runaway)) for _ in range(READINGS)]
-    assert why[:-1] == [None] * (READINGS - 1) and why[-1] is not None
-    assert "joint 1 velocity -11.00 rad/s" in why[-1] and "1.15 rad/s" in why[-1], why[-1]
+    # the planner's speed, with dq_d spiking to 3x it (seen at the start of ordinary moves)
+    assert all(guard.check(r) is None for r in readings([0.5] * 20, dq_d_spike=1.0))
+    # one late jump between planned readings is not a runaway
+    assert all(guard.check(r) is None for r in readings([0.5, 3.0, 0.5] * 5))
+    why = [guard.check(r) for r in readings([0.5] + [-11.0] * READINGS)]
+    assert why[:-1] == [None] * READINGS and why[-1] is not None
+    assert "joint 1 moving at -11.00 rad/s" in why[-1] and "1.15 rad/s" in why[-1], why[-1]

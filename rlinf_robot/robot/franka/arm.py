@@ -469,6 +469,7 @@ class FrankaArm(Robot):
             log.error("%s", why)
             self.counters["runaway_stopped"] += 1
             self.servo.stop()
+            self.runaway.forget()
             raise ReflexError(why)
 
     def _publish(self, reading: ArmReading) -> None:

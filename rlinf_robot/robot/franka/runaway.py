@@ -10,7 +10,11 @@ the real FR3 aborts such a motion with a reflex (``joint_motion_generator_veloci
 violation``). This guard does the same on every arm: a commanded velocity beyond ``FACTOR`` times
 the planner's top speed on ``READINGS`` consecutive control-loop readings stops the motion and is
 raised as a reflex, so the fault handler holds the arm and recovers it as for a real one.
-Several readings, because a starved machine's bunched commands show single-reading spikes.
+The commanded velocity is measured from the commanded *positions* between the loop's readings,
+not taken from the reported ``dq_d``: on a starved machine commanded positions arrive bunched and
+``dq_d`` (their difference over one millisecond) read 1.5 rad/s at the start of an ordinary
+0.52 rad/s move; positions over the loop's period average the bunching out. Several consecutive
+readings, so a single late reading does not count.
 """
 
 from __future__ import annotations
@@ -33,19 +37,28 @@ class RunawayGuard:
         v_max = np.asarray(joint_velocity_max, dtype=np.float64)
         self.bound = np.minimum(v_max * dynamics_factor * (1.0 + LIMIT_MARGIN) * FACTOR, v_max)
         self._beyond = 0
+        self._last: tuple[float, np.ndarray] | None = None
+
+    def forget(self) -> None:
+        """Start over (after a stop or a reconnect: the next reading has no predecessor)."""
+        self._last, self._beyond = None, 0
 
     def check(self, reading: ArmReading) -> str | None:
         """Why the commanded motion must stop now, or None."""
-        over = np.abs(reading.dq_d) > self.bound
-        if not over.any():
+        last, self._last = self._last, (reading.t, np.asarray(reading.q_d, dtype=np.float64))
+        if last is None or reading.t <= last[0]:
+            return None
+        v = (self._last[1] - last[1]) / (reading.t - last[0])
+        if not np.any(np.abs(v) > self.bound):
             self._beyond = 0
             return None
         self._beyond += 1
         if self._beyond < READINGS:
             return None
         self._beyond = 0
-        j = int(np.argmax(np.abs(reading.dq_d) / self.bound))
+        j = int(np.argmax(np.abs(v) / self.bound))
         return (
-            f"runaway motion stopped: commanded joint {j + 1} velocity {reading.dq_d[j]:.2f} rad/s beyond "
-            f"{self.bound[j]:.2f} rad/s on {READINGS} readings (commanded q_d {np.round(reading.q_d, 3).tolist()})"
+            f"runaway motion stopped: commanded joint {j + 1} moving at {v[j]:.2f} rad/s, beyond "
+            f"{self.bound[j]:.2f} rad/s on {READINGS} readings (commanded q_d "
+            f"{np.round(reading.q_d, 3).tolist()})"
         )

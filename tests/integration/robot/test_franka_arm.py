@@ -287,27 +287,26 @@ def test_homing_goes_around_the_box_where_the_straight_way_home_leaves_it(arm, m
 
 def test_a_runaway_commanded_motion_is_stopped_as_a_reflex_and_recovered(arm, monkeypatch):
     """franky's commanded trajectory ran away on a starved machine (-11 rad/s on joint 1, the arm
-    at its hardware stops within 3 s). Readings that show a commanded velocity no planned motion
-    reaches (injected into a real motion on franka-sim) stop that motion at once: the arm stops
+    at its hardware stops within 3 s). Readings whose commanded positions run away like that (the
+    guard's view of a real motion on franka-sim, shifted) stop that motion at once: the arm stops
     short of its target, goes REFLEX, is recovered to ACTIVE and holds; the stop is counted."""
     from rlinf_robot.robot.franka.model import HOME_Q
     from rlinf_robot.robot.franka.runaway import READINGS
 
     assert wait_until(lambda: within(arm.get_observation()["joint_pos"], HOME_Q, 5e-3), 60,
                       action=lambda: arm.submit(ArmAction("joint_position", np.asarray(HOME_Q))))  # fmt: skip
-    real_read, injected = arm.link.read, []
+    guard, injected = arm.runaway, []
+    real_check = guard.check
 
-    def read():
-        r = real_read()
-        # mid-way: what franky would report, on READINGS ticks (the loop reads twice a tick and
-        # checks the first)
-        if np.abs(r.q_d[0] - HOME_Q[0]) > 0.1 and len(injected) < 2 * READINGS:
-            injected.append(r.q_d.copy())
-            return ArmReading(r.t, r.q, r.dq, r.q_d, r.dq_d + np.array([-11.0, 0, 0, 0, 0, 0, 0]), r.mode)
-        return r
+    def check(r):  # mid-way, the commanded joint 1 runs off at -11 rad/s for READINGS readings
+        if np.abs(r.q_d[0] - HOME_Q[0]) > 0.1 and len(injected) <= READINGS:
+            injected.append(r.t)
+            shifted = r.q_d - np.array([11.0 * (r.t - injected[0]), 0, 0, 0, 0, 0, 0])
+            r = ArmReading(r.t, r.q, r.dq, shifted, r.dq_d, r.mode)
+        return real_check(r)
 
     stopped = arm.diagnostics().get("runaway_stopped", 0)
-    monkeypatch.setattr(arm.link, "read", read)
+    monkeypatch.setattr(guard, "check", check)
     target = np.asarray(HOME_Q) + np.array([0.6, 0, 0, 0, 0, 0, 0])
     assert wait_until(lambda: arm.diagnostics().get("runaway_stopped", 0) > stopped, 30,
                       action=lambda: injected or arm.submit(ArmAction("joint_position", target))), arm.diagnostics()  # fmt: skip
@@ -316,4 +315,4 @@ def test_a_runaway_commanded_motion_is_stopped_as_a_reflex_and_recovered(arm, mo
     q = arm.get_observation()["joint_pos"][:7]
     assert 0.1 < q[0] - HOME_Q[0] < 0.5, q  # stopped mid-way, never taken on to the target
     assert abs(arm.get_observation()["joint_vel"][0]) < 0.05  # held (joint 7 chatters on franka-sim)
-    assert len(injected) == 2 * READINGS
+    assert len(injected) == READINGS + 1
