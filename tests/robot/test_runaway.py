@@ -39,3 +39,15 @@ def test_planned_motion_and_reported_spikes_pass_a_sustained_runaway_is_named():
     why = [guard.check(r) for r in readings([0.5] + [-11.0] * READINGS)]
     assert why[:-1] == [None] * READINGS and why[-1] is not None
     assert "joint 1 moving at -11.00 rad/s" in why[-1] and "1.15 rad/s" in why[-1], why[-1]
+
+
+def test_velocity_is_taken_over_the_controllers_clock_not_over_when_we_read():
+    """Under a 1-CPU cap our reads lag the states they return: two states 10 ms apart on the
+    controller's clock may be read 1 ms apart. Over the controller's clock the move is planned."""
+    guard = RunawayGuard(V_MAX, 0.2)
+    q = np.zeros(7)
+    for k in range(20):
+        q = q + np.array([0.5 * PERIOD, 0, 0, 0, 0, 0, 0])  # 0.5 rad/s on the controller's clock
+        read_at = 0.001 * k if k % 2 else 0.02 * k  # bunched reads
+        r = ArmReading(t=read_at, q=q, dq=q, q_d=q.copy(), dq_d=q, mode="Move", robot_t=PERIOD * (k + 1))
+        assert guard.check(r) is None

@@ -42,6 +42,9 @@ class ArmReading:
     q_d: np.ndarray  # desired (commanded) joint positions: where the motion generator continues from
     dq_d: np.ndarray  # desired joint velocities
     mode: str  # franka RobotMode name: Idle, Move, Reflex, ...
+    #: The controller's own clock at that state (s; libfranka's ``RobotState.time``): what commanded
+    #: positions are differenced over (``RunawayGuard``), whatever our read's latency.
+    robot_t: float = float("nan")
 
 
 def _franky():
@@ -116,6 +119,7 @@ class FrankyLink:
             q_d=np.array(s.q_d, dtype=np.float64),
             dq_d=np.array(s.dq_d, dtype=np.float64),
             mode=str(s.robot_mode).rsplit(".", 1)[-1],
+            robot_t=float(s.time.to_sec()),
         )
 
     def move_joints(self, target: np.ndarray) -> bool:

@@ -11,10 +11,11 @@ violation``). This guard does the same on every arm: a commanded velocity beyond
 the planner's top speed on ``READINGS`` consecutive control-loop readings stops the motion and is
 raised as a reflex, so the fault handler holds the arm and recovers it as for a real one.
 The commanded velocity is measured from the commanded *positions* between the loop's readings,
-not taken from the reported ``dq_d``: on a starved machine commanded positions arrive bunched and
-``dq_d`` (their difference over one millisecond) read 1.5 rad/s at the start of an ordinary
-0.52 rad/s move; positions over the loop's period average the bunching out. Several consecutive
-readings, so a single late reading does not count.
+over the controller's own clock (``ArmReading.robot_t``), not taken from the reported ``dq_d``: on
+a starved machine commanded positions arrive bunched and ``dq_d`` (their difference over one
+millisecond) read 1.5 rad/s at the start of an ordinary 0.52 rad/s move, and our reads' own times
+lag the states they return (under a 1-CPU cap, a fuzz run's ordinary moves looked like runaways
+over our clock). Several consecutive readings, so a single odd one does not count.
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ class RunawayGuard:
 
     def check(self, reading: ArmReading) -> str | None:
         """Why the commanded motion must stop now, or None."""
-        last, self._last = self._last, (reading.t, np.asarray(reading.q_d, dtype=np.float64))
-        if last is None or reading.t <= last[0]:
-            return None
-        v = (self._last[1] - last[1]) / (reading.t - last[0])
+        t = reading.robot_t if np.isfinite(reading.robot_t) else reading.t
+        last, self._last = self._last, (t, np.asarray(reading.q_d, dtype=np.float64))
+        if last is None or t <= last[0]:
+            return None  # the same state again (the controller's clock did not move): nothing new
+        v = (self._last[1] - last[1]) / (t - last[0])
         if not np.any(np.abs(v) > self.bound):
             self._beyond = 0
             return None

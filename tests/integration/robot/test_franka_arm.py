@@ -300,9 +300,9 @@ def test_a_runaway_commanded_motion_is_stopped_as_a_reflex_and_recovered(arm, mo
 
     def check(r):  # mid-way, the commanded joint 1 runs off at -11 rad/s for READINGS readings
         if np.abs(r.q_d[0] - HOME_Q[0]) > 0.1 and len(injected) <= READINGS:
-            injected.append(r.t)
-            shifted = r.q_d - np.array([11.0 * (r.t - injected[0]), 0, 0, 0, 0, 0, 0])
-            r = ArmReading(r.t, r.q, r.dq, shifted, r.dq_d, r.mode)
+            injected.append(r.robot_t)
+            shifted = r.q_d - np.array([11.0 * (r.robot_t - injected[0]), 0, 0, 0, 0, 0, 0])
+            r = ArmReading(r.t, r.q, r.dq, shifted, r.dq_d, r.mode, r.robot_t)
         return real_check(r)
 
     stopped = arm.diagnostics().get("runaway_stopped", 0)
