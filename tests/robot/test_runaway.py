@@ -24,10 +24,11 @@ def readings(velocities, dq_d_spike: float = 0.0):
         yield ArmReading(t=t, q=q.copy(), dq=dq_d, q_d=q.copy(), dq_d=dq_d, mode="Move")
 
 
-def test_the_bound_is_twice_the_planners_top_speed_and_never_above_the_joint_limit():
+def test_the_bounds_are_multiples_of_the_planners_top_speed_never_above_the_joint_limit():
     slow, full = RunawayGuard(V_MAX, 0.2), RunawayGuard(V_MAX, 1.0)
-    assert np.allclose(slow.bound, V_MAX * 0.2 * 1.1 * 2.0)  # 1.15 rad/s on FR3 joints 1-4
-    assert np.allclose(full.bound, V_MAX)
+    assert np.allclose(slow.bound, V_MAX * 0.2 * 1.1 * 4.0)  # 2.3 rad/s on FR3 joints 1-4
+    assert np.allclose(slow.measured_bound, V_MAX * 0.2 * 1.1 * 2.0)  # 1.15 rad/s
+    assert np.allclose(full.bound, V_MAX) and np.allclose(full.measured_bound, V_MAX)
 
 
 def test_planned_motion_and_reported_spikes_pass_a_sustained_runaway_is_named():
@@ -38,7 +39,7 @@ def test_planned_motion_and_reported_spikes_pass_a_sustained_runaway_is_named():
     assert all(guard.check(r) is None for r in readings([0.5, 3.0, 0.5] * 5))
     why = [guard.check(r) for r in readings([0.5] + [-11.0] * READINGS)]
     assert why[:-1] == [None] * READINGS and why[-1] is not None
-    assert "joint 1 moving at -11.00 rad/s" in why[-1] and "1.15 rad/s" in why[-1], why[-1]
+    assert "joint 1 moving at -11.00 rad/s" in why[-1] and "2.31 rad/s" in why[-1], why[-1]
 
 
 def test_velocity_is_taken_over_the_controllers_clock_not_over_when_we_read():
@@ -50,4 +51,14 @@ def test_velocity_is_taken_over_the_controllers_clock_not_over_when_we_read():
         q = q + np.array([0.5 * PERIOD, 0, 0, 0, 0, 0, 0])  # 0.5 rad/s on the controller's clock
         read_at = 0.001 * k if k % 2 else 0.02 * k  # bunched reads
         r = ArmReading(t=read_at, q=q, dq=q, q_d=q.copy(), dq_d=q, mode="Move", robot_t=PERIOD * (k + 1))
+        assert guard.check(r) is None
+
+
+def test_commands_caught_up_in_a_burst_that_the_arm_does_not_follow_do_not_count():
+    guard = RunawayGuard(V_MAX, 0.2)
+    q_d, q = np.zeros(7), np.zeros(7)
+    for k in range(20):
+        q_d = q_d + np.array([-11.0 * PERIOD, 0, 0, 0, 0, 0, 0])  # commands far ahead ...
+        q = q + np.array([-0.5 * PERIOD, 0, 0, 0, 0, 0, 0])  # ... the arm at its planned speed
+        r = ArmReading(t=PERIOD * k, q=q.copy(), dq=q, q_d=q_d.copy(), dq_d=q, mode="Move")
         assert guard.check(r) is None

@@ -287,8 +287,8 @@ def test_homing_goes_around_the_box_where_the_straight_way_home_leaves_it(arm, m
 
 def test_a_runaway_commanded_motion_is_stopped_as_a_reflex_and_recovered(arm, monkeypatch):
     """franky's commanded trajectory ran away on a starved machine (-11 rad/s on joint 1, the arm
-    at its hardware stops within 3 s). Readings whose commanded positions run away like that (the
-    guard's view of a real motion on franka-sim, shifted) stop that motion at once: the arm stops
+    at its hardware stops within 3 s). Readings whose commanded and measured positions run away
+    like that (the guard's view of a real motion on franka-sim, shifted) stop that motion at once: the arm stops
     short of its target, goes REFLEX, is recovered to ACTIVE and holds; the stop is counted."""
     from rlinf_robot.robot.franka.model import HOME_Q
     from rlinf_robot.robot.franka.runaway import READINGS
@@ -301,8 +301,8 @@ def test_a_runaway_commanded_motion_is_stopped_as_a_reflex_and_recovered(arm, mo
     def check(r):  # mid-way, the commanded joint 1 runs off at -11 rad/s for READINGS readings
         if np.abs(r.q_d[0] - HOME_Q[0]) > 0.1 and len(injected) <= READINGS:
             injected.append(r.robot_t)
-            shifted = r.q_d - np.array([11.0 * (r.robot_t - injected[0]), 0, 0, 0, 0, 0, 0])
-            r = ArmReading(r.t, r.q, r.dq, shifted, r.dq_d, r.mode, r.robot_t)
+            off = np.array([11.0 * (r.robot_t - injected[0]), 0, 0, 0, 0, 0, 0])
+            r = ArmReading(r.t, r.q - off, r.dq, r.q_d - off, r.dq_d, r.mode, r.robot_t)
         return real_check(r)
 
     stopped = arm.diagnostics().get("runaway_stopped", 0)
