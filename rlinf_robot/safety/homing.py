@@ -13,8 +13,9 @@ around, once, before the homing starts:
    inside the box, so the arm moves along a few straight lines, not the walk's zig-zag (a target
    that changes direction every tick makes franky's takeovers command runaway velocities).
 
-The box is shrunk by ``MARGIN`` for planning, so the filter's per-tick check on the exact box
-never clamps a planned segment. A posture the walk cannot free (about 1 in 60 random in-box
+The box is shrunk by ``MARGIN`` for planning: the filter checks each tick's target on the exact
+box, and franky's trajectory between those targets is not a straight line (the commanded TCP
+strayed ~2 cm off a segment on franka-sim). A posture the walk cannot free (2 of 60 random in-box
 postures on the default limits) is refused, naming where the arm is, rather than held.
 """
 
@@ -26,7 +27,7 @@ from rlinf_robot.robot.franka import model
 from rlinf_robot.safety.limits import SafetyLimits
 
 STEP = 0.02  # rad: the walk's largest joint move per step
-MARGIN = 0.02  # m: planning box inside the filter's (the measured arm strays a few mm off a segment)
+MARGIN = 0.02  # m: planning box inside the filter's (franky's trajectory strays off a segment)
 SAMPLE = 0.005  # rad: largest joint move between the points a segment is checked at
 MAX_STEPS = 4000
 

@@ -9,7 +9,8 @@ not get back. franka-sim logged the motion-limit violations but, not enforcing t
 the real FR3 aborts such a motion with a reflex (``joint_motion_generator_velocity_limits_
 violation``). This guard does the same on every arm: commanded positions moving beyond ``FACTOR``
 times the planner's top speed, with the arm itself beyond ``MEASURED_FACTOR`` times it, on
-``READINGS`` consecutive control-loop readings stop the motion and are raised as a reflex, so the fault handler holds the arm and recovers it as for a real one.
+``READINGS`` consecutive control-loop readings stop the motion and are raised as a reflex, so the
+fault handler holds the arm and recovers it as for a real one.
 The commanded velocity is measured from the commanded *positions* between the loop's readings,
 over the controller's own clock (``ArmReading.robot_t``), not taken from the reported ``dq_d``: on
 a starved machine commanded positions arrive bunched and ``dq_d`` (their difference over one
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlinf_robot.robot.franka.braking import LIMIT_MARGIN
 from rlinf_robot.robot.franka.link import ArmReading
 
 #: Times the planner's top speed (scaled limits plus braking.LIMIT_MARGIN) the commanded positions
@@ -38,8 +40,6 @@ READINGS = 3
 
 class RunawayGuard:
     def __init__(self, joint_velocity_max: np.ndarray, dynamics_factor: float):
-        from rlinf_robot.robot.franka.braking import LIMIT_MARGIN
-
         v_max = np.asarray(joint_velocity_max, dtype=np.float64)
         top = v_max * dynamics_factor * (1.0 + LIMIT_MARGIN)
         self.bound = np.minimum(top * FACTOR, v_max)
