@@ -263,7 +263,7 @@ class BridgeClient:
         hops["action_sent"] = time.time_ns()
         seq = next(self._seq)
         arr = np.asarray(actions)
-        if arr.dtype not in (np.float32, np.float64):
+        if arr.dtype.char not in "fd":  # (a char test: comparing with np.float32 builds a dtype)
             arr = arr.astype(np.float32)
         chunk = ActionChunk(
             seq=seq,
@@ -355,8 +355,11 @@ class BridgeClient:
                 break
         # Only the newest observation of a batch is decoded: the others are already replaced.
         # (Peeking at the type costs a header parse, so a batch of one - the usual case - skips it.)
-        kinds = [peek_type(frames[0]) for frames, _ in batch] if len(batch) > 1 else [None]
-        newest_obs = max((i for i, kind in enumerate(kinds) if kind == "observation"), default=-1)
+        kinds: list[str | None] = [None]
+        newest_obs = -1
+        if len(batch) > 1:
+            kinds = [peek_type(frames[0]) for frames, _ in batch]
+            newest_obs = max((i for i, kind in enumerate(kinds) if kind == "observation"), default=-1)
         for i, (frames, t_rx) in enumerate(batch):
             if i < newest_obs and kinds[i] == "observation":
                 self.skipped_observations += 1

@@ -49,20 +49,28 @@ MESSAGE_BY_TAG = {cls.__struct_config__.tag: cls for cls in MESSAGE_TYPES}
 
 def _enc_hook(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
-        arr = obj
-        if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False):
-            arr = arr.astype(arr.dtype.newbyteorder("<"))
-        if not arr.flags.c_contiguous:
-            arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
-        if arr.dtype.str not in ALLOWED_DTYPES:
-            raise TypeError(f"dtype {arr.dtype} cannot be sent; allowed: {sorted(ALLOWED_DTYPES)}")
+        arr, name = obj, obj.dtype.str
+        if name not in ALLOWED_DTYPES or not arr.flags.c_contiguous:  # (rare: the sender's arrays are)
+            arr = _wire_array(arr)
+            name = arr.dtype.str
         frames: list = _local.frames
         # the array itself is the frame (a C-contiguous buffer; ZeroMQ and bytes() read it as is)
         frames.append(arr if arr.size else b"")
-        return {"dtype": arr.dtype.str, "shape": list(arr.shape), "frame": len(frames) - 1}
+        return {"dtype": name, "shape": arr.shape, "frame": len(frames) - 1}
     if isinstance(obj, np.generic):
         return obj.item()
     raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def _wire_array(arr: np.ndarray) -> np.ndarray:
+    """``arr`` little-endian and C-contiguous, or TypeError when its dtype cannot be sent."""
+    if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False):
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
+    if arr.dtype.str not in ALLOWED_DTYPES:
+        raise TypeError(f"dtype {arr.dtype} cannot be sent; allowed: {sorted(ALLOWED_DTYPES)}")
+    return arr
 
 
 def _array_ref(obj: Any) -> tuple[str, list, int]:
@@ -144,8 +152,16 @@ def decode(frames: Sequence[Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Message
     when the header is a map with an integer ``seq``, carrying it as ``ref_seq``)."""
     if not frames:
         raise ProtocolError("empty message", code="malformed")
-    views = [_as_buffer(f) for f in frames]
-    total = sum(v.nbytes for v in views)
+    views, total = [], 0
+    for f in frames:  # one flat loop: this runs for every message, two images included
+        try:
+            view = memoryview(f)  # zmq.Frame, bytes and numpy arrays all export a buffer
+        except TypeError as e:
+            raise ProtocolError(f"frame of type {type(f).__name__} is not a buffer") from e
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        views.append(view)
+        total += view.nbytes
     if views[0].nbytes > MAX_HEADER_BYTES:  # never parse an oversized header, not even for its seq
         raise ProtocolError(f"header of {views[0].nbytes} bytes exceeds {MAX_HEADER_BYTES}", code="too_large")
     try:

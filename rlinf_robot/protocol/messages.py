@@ -97,9 +97,19 @@ class Observation(_Base, kw_only=True, tag="observation"):
     objects: dict[str, np.ndarray] = {}  # tracked object poses [7] (x y z qw qx qy qz, base frame)
 
     def __post_init__(self):
-        _float_vector("joint_pos", self.joint_pos)
-        _float_vector("joint_vel", self.joint_vel, self.joint_pos.shape[0])
-        _float_vector("ee_pose", self.ee_pose, 7)
+        jp, jv, ee = self.joint_pos, self.joint_vel, self.ee_pose
+        if not (  # the common case in one expression (this runs for every observation)
+            type(jp) is np.ndarray
+            and type(jv) is np.ndarray
+            and type(ee) is np.ndarray
+            and jp.ndim == 1
+            and jv.shape == jp.shape
+            and ee.shape == (7,)
+            and jp.dtype.kind == jv.dtype.kind == ee.dtype.kind == "f"
+        ):
+            _float_vector("joint_pos", jp)
+            _float_vector("joint_vel", jv, jp.shape[0])
+            _float_vector("ee_pose", ee, 7)
         for cam, img in self.images.items():
             if (
                 type(img) is np.ndarray
