@@ -189,8 +189,8 @@ class SafetyFilter:
     def _bisect_joint(self, q: np.ndarray, target: np.ndarray) -> np.ndarray | None:
         """Largest fraction of the move q -> target whose TCP stays in the box (q must be inside)."""
         if not self.in_workspace(self.tcp_position(q)):
-            here = self._box_violation(self.tcp_position(q))
-            there = self._box_violation(self.tcp_position(target))
+            here = self.limits.box_violation(self.tcp_position(q))
+            there = self.limits.box_violation(self.tcp_position(target))
             return target if there < here else None
         lo, hi = 0.0, 1.0
         for _ in range(_BISECTION_STEPS):
@@ -200,11 +200,6 @@ class SafetyFilter:
             else:
                 hi = mid
         return q + lo * (target - q)
-
-    def _box_violation(self, p: np.ndarray) -> float:
-        below = np.maximum(self.limits.workspace_min - p, 0.0)
-        above = np.maximum(p - self.limits.workspace_max, 0.0)
-        return float(np.linalg.norm(below + above))
 
     def _cartesian(
         self, mode: str, values: np.ndarray, ee: np.ndarray, adj: list[str]
@@ -233,7 +228,8 @@ class SafetyFilter:
             adj.append("scaled_rotation")
         if not self.in_workspace(t_pos):
             clipped = np.clip(t_pos, self.limits.workspace_min, self.limits.workspace_max)
-            if not self.in_workspace(pos) and self._box_violation(t_pos) >= self._box_violation(pos):
+            box = self.limits.box_violation
+            if not self.in_workspace(pos) and box(t_pos) >= box(pos):
                 return Rejection(
                     "workspace", "the TCP is outside the box and the command moves it further out"
                 )

@@ -72,7 +72,7 @@ def _walk(box: _Box, q: np.ndarray, goal: np.ndarray) -> list[np.ndarray]:
         if best is None:
             raise NoWayHome(
                 f"no joint can move towards home from {np.round(q, 3).tolist()} with the TCP (at "
-                f"{np.round(box.tcp(q), 3).tolist()}) inside the workspace box: guide the arm back by hand"
+                f"{np.round(model.tcp_position(q, box.limits.tcp_offset), 3).tolist()}) inside the workspace box: guide the arm back by hand"
             )
         q = best
         walk.append(q)
@@ -81,16 +81,10 @@ def _walk(box: _Box, q: np.ndarray, goal: np.ndarray) -> list[np.ndarray]:
 
 class _Box:
     def __init__(self, limits: SafetyLimits):
-        self.lo = np.asarray(limits.workspace_min) + MARGIN
-        self.hi = np.asarray(limits.workspace_max) - MARGIN
-        self.tcp_offset = limits.tcp_offset
-
-    def tcp(self, q: np.ndarray) -> np.ndarray:
-        return model.tcp_position(q, self.tcp_offset)
+        self.limits = limits
 
     def violation(self, q: np.ndarray) -> float:
-        p = self.tcp(q)
-        return float(np.sum(np.maximum(self.lo - p, 0.0) + np.maximum(p - self.hi, 0.0)))
+        return self.limits.box_violation(model.tcp_position(q, self.limits.tcp_offset), MARGIN)
 
     def step_ok(self, a: np.ndarray, b: np.ndarray) -> bool:
         """Inside the box at ``b``, or (from outside it) nearer to it than at ``a``."""

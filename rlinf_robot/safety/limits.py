@@ -130,3 +130,11 @@ class SafetyLimits:
             min(self.max_ee_speed / control_hz, self.max_ee_step),
             min(self.max_ee_angular_speed / control_hz, self.max_ee_rot_step),
         )
+
+    def box_violation(self, p: np.ndarray, margin: float = 0.0) -> float:
+        """How far (m) the TCP position ``p`` is outside the workspace box shrunk by ``margin``
+        (0 inside): what the filter and the homing planner compare to tell "back towards the box"
+        from "further out"."""
+        below = np.maximum(self.workspace_min + margin - p, 0.0)
+        above = np.maximum(p - (self.workspace_max - margin), 0.0)
+        return float(np.linalg.norm(below + above))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -91,6 +92,7 @@ class FrankaArm(Robot):
         self.latency = TimingStats()  # s from a command's stamp to its motion being handed to franky
         self.dynamics_factor = config.relative_dynamics_factor
         self._home_q = np.array(config.home_q)
+        self._rehoming = threading.Lock()  # held while a rehome after a recovery plans its way
         # the parts, each owning its state
         self.resolver = GoalResolver(self.safety)
         self.slot = GoalSlot(self.counters)
@@ -342,13 +344,28 @@ class FrankaArm(Robot):
         return True, "at home"
 
     def _rehome(self) -> None:
-        """After an automatic recovery (``rehome_on_recover``): home, without a caller waiting."""
-        self.slot.expect_home()
-        path = self._way_home()
-        if isinstance(path, Rejection):
-            log.error("rehome after recovery refused: %s", path.detail)
+        """After an automatic recovery (``rehome_on_recover``): home, without a caller waiting.
+
+        The control loop calls this, and planning the way home takes 0.02-0.2 s (longer from far
+        postures), so the plan is made on a thread of its own, as a ``home`` service call's is;
+        a recovery while one is still planning adds none."""
+        if not self._rehoming.acquire(blocking=False):
             return
-        self.submit(ArmAction("joint_position", path[0]), source="home", via=path[1:])
+
+        def plan_and_go() -> None:
+            try:
+                self.slot.expect_home()
+                path = self._way_home()
+                if isinstance(path, Rejection):
+                    log.error("rehome after recovery refused: %s", path.detail)
+                    return
+                verdict = self.submit(ArmAction("joint_position", path[0]), source="home", via=path[1:])
+                if isinstance(verdict, Rejection):
+                    log.error("rehome after recovery refused: %s", verdict.detail)
+            finally:
+                self._rehoming.release()
+
+        threading.Thread(target=plan_and_go, name="franka-rehome", daemon=True).start()
 
     def _way_home(self) -> list[np.ndarray] | Rejection:
         """Waypoints from the commanded position home inside the workspace box (``safety.homing``)."""
