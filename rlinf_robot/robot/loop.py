@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import queue
 import threading
 import time
@@ -25,13 +26,20 @@ T = TypeVar("T")
 
 class PeriodicLoop:
     def __init__(
-        self, rate_hz: float, tick: Callable[[], None], name: str = "periodic-loop", priority: int = 0
+        self,
+        rate_hz: float,
+        tick: Callable[[], None],
+        name: str = "periodic-loop",
+        priority: int = 0,
+        nice: int = 0,
     ):
         """``priority`` > 0 runs the loop thread SCHED_FIFO at that priority (if permitted): the loop
-        sleeps most of each period, and a real-time slot keeps its rate on a loaded machine."""
+        sleeps most of each period, and a real-time slot keeps its rate on a loaded machine. Where
+        that is not permitted (or ``priority`` is 0) the thread runs at ``nice`` if it may."""
         if not rate_hz > 0:
             raise ValueError(f"rate_hz must be positive, got {rate_hz}")
         self.priority = int(priority)
+        self.nice = int(nice)
         self.period = 1.0 / rate_hz
         self._tick = tick
         self._name = name
@@ -73,11 +81,12 @@ class PeriodicLoop:
 
     def _run(self) -> None:
         # Never inherit a policy from the thread that started us (see rlinf_robot.robot.sched).
-        if not set_thread_priority(self.priority) and self.priority > 0:
+        if not set_thread_priority(self.priority, self.nice) and self.priority > 0:
             log.warning(
-                "%s: no permission for SCHED_FIFO %d; running with normal scheduling",
+                "%s: no permission for SCHED_FIFO %d; running with normal scheduling (nice %d)",
                 self._name,
                 self.priority,
+                os.getpriority(os.PRIO_PROCESS, threading.get_native_id()),
             )
         next_t = time.monotonic()
         while not self._halt.is_set():

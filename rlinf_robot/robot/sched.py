@@ -11,6 +11,7 @@ Only franky's own 1 kHz control thread should be real-time; everything we start 
 from __future__ import annotations
 
 import os
+import threading
 
 
 def normal_scheduling() -> None:
@@ -22,20 +23,34 @@ def normal_scheduling() -> None:
         pass
 
 
-def set_thread_priority(priority: int) -> bool:
+def set_thread_priority(priority: int, nice: int = 0) -> bool:
     """SCHED_FIFO at ``priority`` (1-98) for the calling thread, or SCHED_OTHER for 0.
 
     Returns whether the real-time policy was applied; without the permission (no root, no
-    ``rtprio`` limit) the thread runs SCHED_OTHER and the caller may log that.
+    ``rtprio`` limit, or a cgroup with no real-time budget, as a CPU-capped CI job's) the thread
+    runs SCHED_OTHER at ``nice`` when that is permitted (``set_thread_nice``).
     """
-    if priority <= 0:
-        normal_scheduling()
+    if priority > 0:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(min(int(priority), 98)))
+            return True
+        except (AttributeError, OSError):
+            pass
+    normal_scheduling()
+    set_thread_nice(nice)
+    return False
+
+
+def set_thread_nice(nice: int) -> bool:
+    """The calling thread's nice value (Linux keeps one per thread; threads it creates afterwards
+    inherit it): below 0 needs ``CAP_SYS_NICE`` or an ``RLIMIT_NICE``; 0 leaves it. Returns
+    whether it was applied."""
+    if nice == 0:
         return False
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(min(int(priority), 98)))
+    try:  # on Linux, a thread id is a "process" for setpriority
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), int(nice))
         return True
     except (AttributeError, OSError):
-        normal_scheduling()
         return False
 
 

@@ -171,6 +171,14 @@ class RealEnvWorker(Worker):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                # still inside a long reset or a chunk: closing the env's sockets under it would
+                # fail its call half-way; it closes the env itself as it ends (``_run``)
+                log.warning(
+                    "real episodes still running after %.0f s; they close the env as they end", timeout_s
+                )
+                self.state = "stopping"
+                return self.stats()
             self._thread = None
         self._close_env()
         self.state = "stopped"
@@ -285,6 +293,13 @@ class RealEnvWorker(Worker):
 
     # ------------------------------------------------------------------ the loop
     def _run(self) -> None:
+        try:
+            self._episodes()
+        finally:
+            if self._stop.is_set() or self._halt.is_set():
+                self._close_env()  # (stop() does too once this thread is gone; closing twice is a no-op)
+
+    def _episodes(self) -> None:
         while not self._stop.is_set() and not self._halt.is_set():
             try:
                 env = self._connect()

@@ -50,6 +50,11 @@ from rlinf_robot.safety.homing import NoWayHome, plan_home
 
 log = logging.getLogger(__name__)
 
+#: How many times ``home`` tries in all (the first and its retries).
+HOME_TRIES = 3
+#: How long ``home`` waits for the fault handler to recover from a reflex before retrying.
+_RECOVERED_WITHIN_S = 5.0
+
 _FUTURE_STAMP_S = 0.5  # a command stamped further in the future than this is refused (clock skew)
 
 
@@ -127,7 +132,11 @@ class FrankaArm(Robot):
         self._obs: ArmObservation | None = None
         self._listeners: list[Callable[[ArmObservation], None]] = []
         self._loop = PeriodicLoop(
-            config.control_rate_hz, self._tick, name="franka-arm", priority=config.loop_priority
+            config.control_rate_hz,
+            self._tick,
+            name="franka-arm",
+            priority=config.loop_priority,
+            nice=config.loop_nice,
         )
         self._last_read_t: float | None = None
         self._stop_wall = -math.inf  # commands stamped before the last stop / hold are refused
@@ -305,15 +314,37 @@ class FrankaArm(Robot):
 
         Homing is how an operator or a learner gets the arm back to a known pose, so a homing that
         the filter stopped mid-way (a step refused from where the arm was commanded at that tick:
-        logged with the commanded and measured joints) is tried once more from where the arm is
-        then, and counted (``home_retried``); a second refusal is reported."""
+        logged with the commanded and measured joints), or that a reflex ended and the fault
+        handler recovered from (``auto_recover``), is tried again from where the arm is then, up to
+        ``HOME_TRIES`` times in all (``home_retried``; each try has ``timeout_s``). Repeated
+        reflexes latch the arm (the fault machine), which ends the retries."""
         ok, why = self._home_once(timeout_s)
-        if ok or not self.slot.home_outcome.startswith("rejected_") or self.state is not ArmState.ACTIVE:
-            return ok, why
-        log.warning("home: %s; trying once more from where the arm is now", why)
-        self.counters["home_retried"] += 1
-        ok, again = self._home_once(timeout_s)
-        return ok, f"{again} (after a first try: {why})"
+        tries = [why]
+        while not ok and len(tries) < HOME_TRIES and self._home_retryable():
+            log.warning("home: %s; trying again from where the arm is now", why)
+            self.counters["home_retried"] += 1
+            ok, why = self._home_once(timeout_s)
+            tries.append(why)
+        if len(tries) > 1:
+            why = f"{why} (after {len(tries) - 1} earlier tries: {'; '.join(tries[:-1])})"
+        return ok, why
+
+    def _home_retryable(self) -> bool:
+        """Whether the last homing ended in a way worth another try: refused mid-way with the arm
+        ACTIVE, or by a reflex the fault handler recovers from within a few seconds."""
+        outcome = self.slot.home_outcome
+        if outcome.startswith("rejected_"):
+            return self.state is ArmState.ACTIVE
+        if outcome != "reflex" or not self.config.auto_recover:
+            return False
+        deadline = time.monotonic() + _RECOVERED_WITHIN_S
+        while time.monotonic() < deadline:
+            if self.state is ArmState.ACTIVE:
+                return True
+            if self.state is ArmState.LATCHED:
+                return False
+            time.sleep(0.05)
+        return False
 
     def _home_once(self, timeout_s: float) -> tuple[bool, str]:
         self.slot.expect_home()

@@ -40,6 +40,11 @@ class FrankaConfig:
     #: each period; a real-time slot keeps the state stream at rate on a loaded machine. franky's
     #: own 1 kHz thread runs at 99.
     loop_priority: int = integer(0, 0, 98)
+    #: Nice value of the control loop thread where SCHED_FIFO is not permitted (a CPU-capped CI job
+    #: has no real-time budget) or ``loop_priority`` is 0. franky's motion threads are created from
+    #: it and inherit it: starved, franky's generator catches up on lost cycles in jumps (the
+    #: runaway guard's case). 0 leaves it; below 0 needs ``CAP_SYS_NICE`` or an ``RLIMIT_NICE``.
+    loop_nice: int = integer(-10, -20, 19)
     gripper: bool = flag(True)
     gripper_speed: float = number(0.1, 0.0, 0.2, lo_open=True)
     gripper_force: float = number(20.0, 0.0, 140.0, lo_open=True)

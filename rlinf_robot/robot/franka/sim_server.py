@@ -8,6 +8,7 @@ serialises users (parallel test sessions wait their turn instead of fighting ove
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import signal
@@ -51,6 +52,10 @@ class FrankaSimServer:
     #: Kill the server when the process that started it dies (``robot up``'s sim wrapper: a crashed
     #: wrapper must not leave a server holding port 1337).
     die_with_parent: bool = False
+    #: Nice value of the server (when permitted): it stands in for the arm's own controller, which
+    #: never waits for the robot PC's CPU; starved on a busy machine, its 1 kHz loop falls behind
+    #: and franky's motions catch up in jumps. 0 leaves it.
+    nice: int = -10
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _lock_fd: int | None = field(default=None, init=False, repr=False)
 
@@ -189,7 +194,9 @@ class FrankaSimServer:
                 stdout=logf,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_child_setup_with_parent_death if self.die_with_parent else _child_setup,
+                preexec_fn=functools.partial(
+                    _child_setup_with_parent_death if self.die_with_parent else _child_setup, self.nice
+                ),
             )
 
     def _wait_port_open(self) -> None:
@@ -241,15 +248,20 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
-def _child_setup() -> None:  # runs in the child between fork and exec
+def _child_setup(nice: int) -> None:  # runs in the child between fork and exec
     # A simulator must never inherit SCHED_FIFO from a thread libfranka raised (see robot.sched).
     if os.sched_getscheduler(0) != os.SCHED_OTHER:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+        except OSError:  # not permitted: the default priority
+            pass
 
 
-def _child_setup_with_parent_death() -> None:
+def _child_setup_with_parent_death(nice: int) -> None:
     import ctypes
 
-    _child_setup()
+    _child_setup(nice)
     pr_set_pdeathsig = 1
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)

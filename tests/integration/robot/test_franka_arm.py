@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rlinf_robot.robot.franka import ArmState, FrankaArm, FrankaConfig
+from rlinf_robot.robot.franka.arm import HOME_TRIES
 from rlinf_robot.robot.franka.link import ArmReading
 from rlinf_robot.robot.franka.model import GRIPPER_MAX_WIDTH
 from rlinf_robot.robot.franka.sim_server import FrankaSimServer
@@ -228,17 +229,48 @@ def test_a_homing_refused_mid_way_is_tried_once_more_and_logged(arm, monkeypatch
     monkeypatch.setattr(arm.resolver, "resolve", refuse_home(1))
     with caplog.at_level("WARNING", logger="rlinf_robot.robot.franka"):
         ok, why = arm.home(timeout_s=30)
-    assert ok and "after a first try" in why and "rejected_workspace" in why, why
+    assert ok and "after 1 earlier tries" in why and "rejected_workspace" in why, why
     assert within(arm.get_observation()["joint_pos"], HOME_Q, 2e-3)
     assert arm.diagnostics()["home_retried"] == retried + 1
     assert any("home goal dropped mid-way (workspace)" in r.getMessage() and "commanded q_d" in r.getMessage()
                for r in caplog.records), [r.getMessage() for r in caplog.records]  # fmt: skip
     refusals.clear()
-    monkeypatch.setattr(arm.resolver, "resolve", refuse_home(2))
+    monkeypatch.setattr(arm.resolver, "resolve", refuse_home(HOME_TRIES))
     ok, why = arm.home(timeout_s=30)
-    assert not ok and why.count("rejected_workspace") == 2, why
+    assert not ok and why.count("rejected_workspace") == HOME_TRIES, why
     monkeypatch.setattr(arm.resolver, "resolve", real_resolve)
     assert arm.home(timeout_s=30)[0]
+
+
+def test_a_homing_a_reflex_ended_is_tried_again_once_the_arm_is_recovered(arm, monkeypatch):
+    """Under a 1-CPU cap franky's homing motion ran away mid-way; the guard stopped it as a reflex
+    and the fault handler recovered the arm, but ``home`` answered "homing ended before home
+    (reflex)". It tries again from where the arm stopped, as an operator would."""
+    from rlinf_robot.robot.franka.model import HOME_Q
+    from rlinf_robot.robot.franka.runaway import READINGS
+
+    away = np.asarray(HOME_Q) + np.array([0.6, 0, 0, 0, 0, 0, 0])
+    assert wait_until(lambda: within(arm.get_observation()["joint_pos"], away, 5e-3), 60,
+                      action=lambda: arm.submit(ArmAction("joint_position", away)))  # fmt: skip
+    guard, injected = arm.runaway, []
+    real_check = guard.check
+
+    def check(r):  # half-way home, the commanded joint 1 runs off at -11 rad/s, once
+        if r.q_d[0] - HOME_Q[0] < 0.4 and len(injected) <= READINGS:
+            injected.append(r.robot_t)
+            off = np.array([11.0 * (r.robot_t - injected[0]), 0, 0, 0, 0, 0, 0])
+            r = ArmReading(r.t, r.q - off, r.dq, r.q_d - off, r.dq_d, r.mode, r.robot_t)
+        return real_check(r)
+
+    stopped = arm.diagnostics().get("runaway_stopped", 0)
+    retried = arm.diagnostics().get("home_retried", 0)
+    monkeypatch.setattr(guard, "check", check)
+    ok, why = arm.home(timeout_s=60)
+    assert ok and "reflex" in why, why
+    assert len(injected) == READINGS + 1
+    assert arm.diagnostics()["runaway_stopped"] == stopped + 1
+    assert arm.diagnostics()["home_retried"] == retried + 1
+    assert within(arm.get_observation()["joint_pos"], HOME_Q, 5e-3)
 
 
 def test_homing_goes_around_the_box_where_the_straight_way_home_leaves_it(arm, monkeypatch):
