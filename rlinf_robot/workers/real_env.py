@@ -294,12 +294,12 @@ class RealEnvWorker(Worker):
     # ------------------------------------------------------------------ the loop
     def _run(self) -> None:
         try:
-            self._episodes()
+            self._train_episodes()
         finally:
             if self._stop.is_set() or self._halt.is_set():
                 self._close_env()  # (stop() does too once this thread is gone; closing twice is a no-op)
 
-    def _episodes(self) -> None:
+    def _train_episodes(self) -> None:
         while not self._stop.is_set() and not self._halt.is_set():
             try:
                 env = self._connect()
