@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -24,6 +25,16 @@ from rlinf_robot.safety import EStop, Watchdog
 
 log = logging.getLogger(__name__)
 _RECOVERY_BACKOFF_S = 0.2
+#: A recovery still running after this long is logged as stuck (it blocks the control loop).
+_RECOVERY_SLOW_S = 5.0
+
+
+def _log_slow_recovery() -> None:
+    log.error(
+        "recover_from_errors has not returned after %.0f s; the control loop waits for it "
+        "(no state, no commands until it does)",
+        _RECOVERY_SLOW_S,
+    )
 
 
 class FaultHandler:
@@ -88,6 +99,12 @@ class FaultHandler:
     def recover_now(self) -> bool:
         self._last_recovery_try = time.monotonic()
         self.machine.fire("recovering", "recover_from_errors")
+        # franky's recovery runs on the control loop and may wait for a motion that has not ended
+        # (seen once under a 1-CPU cap: RECOVERING for good after a runaway stop); say so while
+        # it waits, so a stuck loop is visible in the node's log and not only as silence
+        slow = threading.Timer(_RECOVERY_SLOW_S, _log_slow_recovery)
+        slow.daemon = True
+        slow.start()
         try:
             ok = self.link.recover() and not self.link.has_errors()
         except ReflexError as exc:
@@ -97,6 +114,8 @@ class FaultHandler:
             return False
         else:
             cause = "recover_from_errors succeeded" if ok else "recover_from_errors returned false"
+        finally:
+            slow.cancel()
         if not ok:
             self.counters["recoveries_failed"] += 1
             self.machine.fire("recovery_failed", cause)
