@@ -52,10 +52,11 @@ class FrankaSimServer:
     #: Kill the server when the process that started it dies (``robot up``'s sim wrapper: a crashed
     #: wrapper must not leave a server holding port 1337).
     die_with_parent: bool = False
-    #: Nice value of the server (when permitted): it stands in for the arm's own controller, which
-    #: never waits for the robot PC's CPU; starved on a busy machine, its 1 kHz loop falls behind
-    #: and franky's motions catch up in jumps. 0 leaves it.
-    nice: int = -10
+    #: Nice value of the server (when permitted; 0 leaves it). It stands in for the arm's own
+    #: controller, which never waits for the robot PC's CPU, but at -10 by default it took CPU from
+    #: the learner's heartbeats on two busy cores (deadman trips in a clean clone's test_ros_bridge),
+    #: and against a CPU quota it does not help: off by default.
+    nice: int = 0
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _lock_fd: int | None = field(default=None, init=False, repr=False)
 
