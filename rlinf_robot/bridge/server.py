@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import os
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -38,6 +37,7 @@ from rlinf_robot.bridge.peers import Peer, client_id_of, is_heartbeat_socket
 from rlinf_robot.bridge.scheduler import Dropped
 from rlinf_robot.bridge.transport import more_queued, recv_frames, send_frames
 from rlinf_robot.protocol import ActionChunk, Command, Error, Heartbeat, ProtocolError, Status, decode, encode
+from rlinf_robot.robot.sched import set_thread_nice
 from rlinf_robot.safety import EStop, SafetyLimits
 
 if TYPE_CHECKING:
@@ -220,12 +220,8 @@ class BridgeServer:
     # ------------------------------------------------------------------ the loop
     def _raise_priority(self) -> None:
         nice = self.config.io_thread_nice
-        if nice == 0 or not hasattr(os, "setpriority"):
-            return
-        try:  # per-thread on Linux: the thread id is a "process" for setpriority
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-        except OSError as e:
-            log.debug("bridge I/O thread keeps its priority (%s)", e)
+        if nice and not set_thread_nice(nice):
+            log.debug("bridge I/O thread keeps its priority (nice %d not permitted)", nice)
 
     def _run(self) -> None:
         self._raise_priority()

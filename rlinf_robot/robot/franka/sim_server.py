@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rlinf_robot.paths import fr3_mjcf_wrapper, franka_sim_venv
 from rlinf_robot.robot.franka.mjcf import write_fr3_wrapper
+from rlinf_robot.robot.sched import set_thread_nice
 
 log = logging.getLogger(__name__)
 
@@ -253,11 +254,7 @@ def _child_setup(nice: int) -> None:  # runs in the child between fork and exec
     # A simulator must never inherit SCHED_FIFO from a thread libfranka raised (see robot.sched).
     if os.sched_getscheduler(0) != os.SCHED_OTHER:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    if nice:
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, nice)
-        except OSError:  # not permitted: the default priority
-            pass
+    set_thread_nice(nice)  # the child's only thread: every thread the server starts inherits it
 
 
 def _child_setup_with_parent_death(nice: int) -> None:
