@@ -480,6 +480,22 @@ class _Halted(Exception):
     """The worker was halted before an episode began: none is run."""
 
 
+#: each per-step column's dtype (``orchestrator.buffer.STEP_KEYS``): what an episode without a step holds
+_STEP_DTYPES = {
+    "actions": np.float32,
+    "raw_actions": np.float32,
+    "log_prob": np.float32,
+    "value": np.float32,
+    "versions": np.int64,
+    "rewards": np.float32,
+    "terminated": bool,
+    "truncated": bool,
+    "success": bool,
+    "executed": np.int64,
+    "intervened": bool,
+}
+
+
 class _EpisodeRecord:
     """One real episode's steps, as plain arrays (one robot: env index 0)."""
 
@@ -532,8 +548,13 @@ class _EpisodeRecord:
             self.rejections[r["code"]] = self.rejections.get(r["code"], 0) + 1
 
     def finish(self, aborted: bool, reason: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {k: np.asarray(v) for k, v in self.cols.items()}
+        """The episode as arrays; every per-step column is there even when no step was taken (a
+        link cut between the reset and the first step's answer): readers index ``versions`` and
+        the rest without asking."""
         steps = len(self.cols.get("rewards", []))
+        out: dict[str, Any] = {k: np.asarray(v) for k, v in self.cols.items()}
+        if not steps:
+            out.update({k: np.zeros(0, dtype) for k, dtype in _STEP_DTYPES.items()})
         out["states"] = np.stack(self.states)
         out["obs_times"] = np.asarray(self.obs_times)
         out["images"] = {cam: np.stack(v) for cam, v in self.images.items()}

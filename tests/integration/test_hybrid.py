@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from tests.integration.robot.conftest import RobotUp
 from tests.support.hybrid_run import (
     STARVED_CLIENT,
     STARVED_MACHINE_BOUNDS,
+    JobThread,
     free_port,
     hybrid_overrides,
     lease_free,
@@ -82,23 +82,19 @@ def _overrides(endpoint: str, run_dir: Path, **extra) -> list[str]:
 def _run_until(job, predicate, timeout: float, diagnostics=lambda: ""):
     """Run ``job`` in a thread until ``predicate()`` holds, then end its training (it checkpoints,
     evaluates and reports as at the end of its budget) and return its result."""
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.setdefault("r", job.run()), daemon=True)
-    thread.start()
+    thread = JobThread(job)
 
     def diag() -> str:
         rows = metrics_rows(job.run_dir)
-        return f"last metrics: {rows[-1] if rows else None}\n{diagnostics()}"
+        return f"{thread.describe()}\nlast metrics: {rows[-1] if rows else None}\n{diagnostics()}"
 
     try:
-        wait_for(
-            "what the test needs from the run", lambda: predicate() or not thread.is_alive(), timeout, diag
-        )
+        wait_for("what the test needs from the run", predicate, timeout, diag, thread.alive)
     finally:
         job.finish_training()
         thread.join(900)
-    assert not thread.is_alive() and "r" in result, diag()
-    return result["r"]
+    assert not thread.alive() and thread.error is None, diag()
+    return thread.outcome()
 
 
 def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_path):
@@ -111,13 +107,13 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
     cfg = compose(_overrides(proxy.endpoint, tmp_path, **{"budget.wall_s": 1200}))
     job = TrainJob(cfg)
     run = job.run_dir
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.setdefault("r", job.run()), daemon=True)
-    thread.start()
+    thread = JobThread(job)
 
     def diag() -> str:
         rows = metrics_rows(run)
-        return f"last metrics: {rows[-1] if rows else None}\nrobot up: {up.text()[-1500:]}"
+        return (
+            f"{thread.describe()}\nlast metrics: {rows[-1] if rows else None}\nrobot up: {up.text()[-1500:]}"
+        )
 
     def live() -> dict:
         """The real worker's own counters, now (metrics rows lag by one update: ~30 s capped)."""
@@ -133,6 +129,7 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
             lambda: s if (s := live()).get("episodes", 0) >= 1 and s.get("state") == "running" else None,
             900,
             diag,
+            thread.alive,
         )
         aborted_before = running["aborted"]
         t_cut = time.time()
@@ -145,6 +142,7 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
             ),
             180,
             diag,
+            thread.alive,
         )
         time.sleep(1.0)  # "unavailable" is set just before the cut episode is counted
         if live()["aborted"] > aborted_before:
@@ -160,6 +158,7 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
         lambda: metrics_rows(run)[-1]["update"] > updates_before,
         300,
         diag,
+        thread.alive,
     )
     updates_during = metrics_rows(run)[-1]["update"]
     proxy.restore()
@@ -171,11 +170,16 @@ def test_a_hybrid_run_mixes_both_sources_and_survives_a_link_cut(robot_pc, tmp_p
         shares = [r for r in metrics_rows(run) if r["phase"] == "train" and r["batch/real_share"] > 0]
         return any(not m["aborted"] for m in after) and len(shares) >= 5
 
-    wait_for("a real episode after the link returned, and 5 updates with real rows", resumed, 900, diag)
+    wait_for(
+        "a real episode after the link returned, and 5 updates with real rows",
+        resumed,
+        900,
+        diag,
+        thread.alive,
+    )
     job.finish_training()
     thread.join(900)
-    assert not thread.is_alive(), diag()
-    res = result["r"]
+    res = thread.outcome()
     assert not res.interrupted
 
     rows = metrics_rows(run)

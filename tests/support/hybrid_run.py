@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
+import traceback
 from pathlib import Path
 
 import yaml
@@ -86,16 +88,56 @@ def metrics_rows(run: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def wait_for(what: str, predicate, timeout: float, diagnostics=lambda: ""):
+def wait_for(what: str, predicate, timeout: float, diagnostics=lambda: "", alive=lambda: True):
     """Poll ``predicate`` every 0.5 s; its value once truthy, else ``AssertionError`` naming ``what``
-    with ``diagnostics()``."""
+    with ``diagnostics()``. ``alive``: what the wait depends on still runs (a job's thread); once it
+    does not, the wait fails at once instead of running out its timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
+        if not alive():
+            raise AssertionError(f"what was to produce {what} has ended\n{diagnostics()}")
         time.sleep(0.5)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{diagnostics()}")
+
+
+class JobThread:
+    """``job.run()`` on a daemon thread that keeps its result or, if it raised, the traceback: a
+    test waiting on a job that died says why at once (a CI run once waited 900 s on a job that had
+    ended 10 s after a link cut, with nothing saying how)."""
+
+    def __init__(self, job) -> None:
+        self.job = job
+        self.result = None
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="train-job", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = self.job.run()
+        except BaseException:
+            self.error = traceback.format_exc()
+            raise
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def describe(self) -> str:
+        """One line on the thread's state, and the traceback if the job raised."""
+        if self.alive():
+            return "job: running"
+        return f"job: ended with an error:\n{self.error}" if self.error else "job: ended normally"
+
+    def outcome(self):
+        """The job's result; ``AssertionError`` with the traceback if it raised or still runs."""
+        assert not self.alive() and self.error is None and self.result is not None, self.describe()
+        return self.result
 
 
 def lease_free(client) -> bool:
