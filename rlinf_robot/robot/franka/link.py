@@ -263,8 +263,37 @@ class FrankyLink:
     def has_errors(self) -> bool:
         return bool(self._require().has_errors)
 
-    def recover(self) -> bool:
+    def out_of_control(self, wait_s: float = 0.05) -> bool:
+        """Whether franky runs no motion now, stopping one that still runs and waiting up to
+        ``wait_s`` for it to end. A recovery waits for this: libfranka's error recovery sent while
+        franky's motion thread still ran left that thread wedged on franka-sim (``join_motion``
+        never returned; probed with a slow ``JointMotion``), and once left franka_node in
+        RECOVERING for good after a runaway stop under a 1-CPU cap. After ``stop`` the thread
+        left control within 3 ms on a quiet machine."""
         robot = self._require()
+        if not self._guard(lambda: robot.is_in_control):
+            return True
+        try:
+            robot.stop()
+        except Exception:
+            pass  # a motion that already died with an error is ending: the loop below sees it
+        deadline = time.monotonic() + wait_s
+        while self._guard(lambda: robot.is_in_control):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
+        try:
+            robot.join_motion(timeout=0.0)  # collect the ended motion's error; it is not news
+        except Exception:
+            pass
+        return True
+
+    def recover(self) -> bool:
+        """libfranka's error recovery; False, and nothing sent, while a motion is still ending
+        (``out_of_control``)."""
+        robot = self._require()
+        if not self.out_of_control():
+            return False
         return bool(self._guard(robot.recover_from_errors))
 
     def _require(self):

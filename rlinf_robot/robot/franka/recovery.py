@@ -98,10 +98,21 @@ class FaultHandler:
 
     def recover_now(self) -> bool:
         self._last_recovery_try = time.monotonic()
+        # never while franky still runs a motion (``FrankyLink.out_of_control``): it is stopped
+        # and the recovery waits for the next back-off, without counting as a failed one
+        try:
+            settled = self.link.out_of_control()
+        except ReflexError:
+            settled = False
+        except LinkLost as exc:
+            self.on_link_lost(exc)
+            return False
+        if not settled:
+            self.counters["recoveries_deferred"] += 1
+            return False
         self.machine.fire("recovering", "recover_from_errors")
-        # franky's recovery runs on the control loop and may wait for a motion that has not ended
-        # (seen once under a 1-CPU cap: RECOVERING for good after a runaway stop); say so while
-        # it waits, so a stuck loop is visible in the node's log and not only as silence
+        # franky's recovery runs on the control loop; if it ever blocks, say so while it waits, so
+        # a stuck loop is visible in the node's log and not only as silence
         slow = threading.Timer(_RECOVERY_SLOW_S, _log_slow_recovery)
         slow.daemon = True
         slow.start()
