@@ -91,10 +91,15 @@ def run_ours(seed: int, budget_s: float) -> dict:
     last = rows[-1]
     split = {k: sum(r[k] for r in rows) for k in ("rollout_s", "train_s", "sync_s")}
     wall = last["wall_s"] - startup
+    inside = {
+        k: sum(r.get(k, 0.0) for r in rows)
+        for k in ("rollout_env_s", "rollout_infer_s", "rollout_transport_s")
+    }
     return {
         "wall_s": wall,
         "startup_s": startup,
         "split": {**split, "other_s": wall - sum(split.values())},
+        "rollout": inside,
         "env_steps": last[f"sim:{cfg.task.name}/env_steps"],
         "reached": (last[f"sim:{cfg.task.name}/success"] or 0.0) >= TARGET,
         "eval": res.eval["sim"]["rate"],
@@ -209,10 +214,24 @@ def run_sb3(algo: str, seed: int, max_steps: int, budget_s: float) -> dict:
             policy_kwargs=dict(net_arch=[64, 64]),
             **common,
         )
+    # the policy's inference while collecting: PPO calls policy(obs), SAC policy.predict -> _predict
+    infer = {"s": 0.0}
+    for name in ("forward", "_predict"):
+        fn = getattr(model.policy, name)
+
+        def timed_call(*a, _fn=fn, **k):
+            t = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                infer["s"] += time.perf_counter() - t
+
+        setattr(model.policy, name, timed_call)
     t0 = time.perf_counter()
     cb = StopAtSuccess()
     model.learn(total_timesteps=max_steps, callback=cb)
     wall = time.perf_counter() - t0
+    infer_s = infer["s"]
     steps = model.num_timesteps
     # deterministic evaluation on fresh episodes, through the same normalization
     venv.training = False
@@ -226,6 +245,7 @@ def run_sb3(algo: str, seed: int, max_steps: int, budget_s: float) -> dict:
     return {
         "wall_s": wall,
         "env_s": train_env.step_seconds,
+        "infer_s": infer_s,
         "env_steps": steps,
         "reached": cb.reached,
         "eval": float(np.mean(results[:64])),
@@ -252,15 +272,20 @@ def main() -> None:
     peer = peers[name]
     if not (ours["reached"] and peer["reached"]):
         print("note: a run stopped at its budget before reaching the target; its wall time is a lower bound")
-    sp = ours["split"]
+    sp, ro = ours["split"], ours["rollout"]
+    waited = ro["rollout_infer_s"] + ro["rollout_transport_s"]
     print(
         f"ours: cluster start-up {ours['startup_s']:.1f} s (not counted), then {ours['wall_s']:.1f} s to the "
         f"target in {ours['updates']} updates = rollout (env + inference, pipelined) {sp['rollout_s']:.1f} + "
-        f"update {sp['train_s']:.1f} + weight sync {sp['sync_s']:.1f} + other {sp['other_s']:.1f} s"
+        f"update {sp['train_s']:.1f} + weight sync {sp['sync_s']:.1f} + other {sp['other_s']:.1f} s; the "
+        f"rollout = env steps {ro['rollout_env_s']:.1f} + waiting for actions {waited:.1f} (the policy's "
+        f"inference {ro['rollout_infer_s']:.1f}, transport and queueing {ro['rollout_transport_s']:.1f}) + "
+        f"the call around them (Ray, the trajectory's transfer) {sp['rollout_s'] - ro['rollout_env_s'] - waited:.1f} s"
     )
     for algo, r in peers.items():
         print(
-            f"sb3 {algo}: {r['wall_s']:.1f} s = env.step {r['env_s']:.1f} + learner {r['wall_s'] - r['env_s']:.1f} s"
+            f"sb3 {algo}: {r['wall_s']:.1f} s = env.step {r['env_s']:.1f} + inference {r['infer_s']:.1f} + "
+            f"update and the rest {r['wall_s'] - r['env_s'] - r['infer_s']:.1f} s (one process: no waiting)"
             f"{'' if r['reached'] else ' (did not reach the target)'}"
         )
     print(

@@ -614,6 +614,10 @@ class TrainJob:
         if self.cfg.uses_sim:
             traj = self._sim_rollout()
             timing["rollout_s"] = time.monotonic() - t0
+            # inside the env worker: env steps, the policy's compute, the rest of the wait for actions
+            timing["rollout_env_s"] = traj["env_s"]
+            timing["rollout_infer_s"] = traj["infer_s"]
+            timing["rollout_transport_s"] = max(traj["wait_s"] - traj["infer_s"], 0.0)
         if use_real:
             self._check_robot_alive()
         episodes = self._take_real() if use_real else []
@@ -654,7 +658,8 @@ class TrainJob:
         }
         traj["versions"] = results[0]["versions"]
         traj["env_steps"] = sum(r["env_steps"] for r in results)
-        traj["seconds"] = max(r["seconds"] for r in results)
+        for key in ("seconds", "env_s", "wait_s", "infer_s"):  # env ranks run side by side
+            traj[key] = max(r[key] for r in results)
         if self._sim is None:
             self._sim = SimTracker(traj["rewards"].shape[1])
         stale = int(np.max(self.state.version - traj["versions"]))

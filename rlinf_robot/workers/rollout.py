@@ -58,14 +58,17 @@ class RolloutWorker(Worker):
         return self.policy
 
     def infer(self, obs: dict[str, Any], deterministic: bool = True, stage: int = 0) -> dict[str, Any]:
-        """Actions ``[n, H, A]`` for a batch of observations, plus the weights version used."""
+        """Actions ``[n, H, A]`` for a batch of observations, plus the weights version used and the
+        seconds the policy took (``infer_s``: the caller's wait minus this is transport and queueing)."""
         with (
             self._lock,
             self.timeline.span("infer", stage=stage, n=len(obs["state"])),
             self._torch.inference_mode(),
         ):
+            t0 = time.perf_counter()
             out = self.policy.predict_action_batch(obs, deterministic=deterministic)
-        result = {"actions": out.actions, "version": self.weights_version}
+            infer_s = time.perf_counter() - t0
+        result = {"actions": out.actions, "version": self.weights_version, "infer_s": infer_s}
         if out.raw_actions is not None:
             result["raw_actions"] = out.raw_actions.detach().cpu().numpy()
         if out.log_prob is not None:
@@ -92,8 +95,8 @@ class RolloutWorker(Worker):
             "instruction": list(meta.get("instruction", [])),
         }
         out = self.infer(obs, bool(meta.get("deterministic", True)), int(meta.get("stage", 0)))
-        version = out.pop("version")
-        return out, {"version": version}
+        version, infer_s = out.pop("version"), out.pop("infer_s")
+        return out, {"version": version, "infer_s": infer_s}
 
     # Weight and memory changes must not interleave with an inference on the link thread.
     def load_weights(self, ticket: Any) -> int:

@@ -126,8 +126,23 @@ class SimEnvWorker(Worker):
         traj = [_Trajectory(o) for o in self._obs] if collect else None
         t_of_stage = [0] * stages
         executed = [0]
+        spent = {"env_s": 0.0, "infer_s": 0.0, "wait_s": 0.0}  # where this process's time went
+
+        def collect_actions(pending: Any) -> dict[str, Any]:
+            t0 = time.perf_counter()
+            out = link.collect(pending)
+            spent["wait_s"] += time.perf_counter() - t0
+            spent["infer_s"] += float(out.get("infer_s", 0.0))
+            return out
 
         def step(s: int, out: dict[str, Any]) -> dict[str, Any]:
+            t0 = time.perf_counter()
+            try:
+                return _step(s, out)
+            finally:
+                spent["env_s"] += time.perf_counter() - t0
+
+        def _step(s: int, out: dict[str, Any]) -> dict[str, Any]:
             lo, hi = bounds[s]
             versions[t_of_stage[s], s] = out["version"]
             t_of_stage[s] += 1
@@ -146,13 +161,19 @@ class SimEnvWorker(Worker):
 
         first = [concat_obs(self._obs[lo:hi]) for lo, hi in bounds]
         t0 = time.perf_counter()
-        run_pipeline(first, num_steps, link.submit, link.collect, step, self.timeline)
+        run_pipeline(first, num_steps, link.submit, collect_actions, step, self.timeline)
         seconds = time.perf_counter() - t0
         out: dict[str, Any] = {
             "env_steps": executed[0],
             "decisions": num_steps * self.num_envs,
             "seconds": seconds,
             "versions": versions,
+            # the split of ``seconds``: stepping the envs; blocked on actions, of which the policy's
+            # own compute is ``infer_s`` (it overlaps other stages' env steps when pipelined) and
+            # the rest is transport and queueing
+            "env_s": spent["env_s"],
+            "wait_s": spent["wait_s"],
+            "infer_s": spent["infer_s"],
         }
         if collect:
             parts = [t.arrays() for t in traj]
@@ -268,7 +289,7 @@ class _LinkTransport:
 
     def collect(self, seq: int) -> dict[str, Any]:
         arrays, meta = self.client.collect(seq, self.timeout_s)
-        return {**arrays, "version": int(meta["version"])}
+        return {**arrays, "version": int(meta["version"]), "infer_s": float(meta.get("infer_s", 0.0))}
 
 
 TRANSPORTS = {"ray": _RayTransport, "link": _LinkTransport}

@@ -80,6 +80,12 @@ def test_two_pipeline_stages_give_identical_results_to_one(groups):
         np.testing.assert_array_equal(one[key], over_ray[key])
     assert np.abs(one["states"][-1] - one["states"][0]).max() > 0  # the arms did move
     assert two["versions"].shape == (6, 2)
+    # where the env worker's time went, over both transports: stepping envs and waiting for
+    # actions fit in the rollout's wall time; the policy's own compute is reported by its worker
+    for out in (one, two, over_ray):
+        assert 0 < out["env_s"] and 0 < out["wait_s"], out
+        assert out["env_s"] + out["wait_s"] <= out["seconds"] + 1e-3, out
+        assert 0 < out["infer_s"] < out["seconds"], out
 
 
 def test_weight_sync_object_store_reaches_every_rank_and_every_step(groups):
