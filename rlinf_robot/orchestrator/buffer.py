@@ -24,22 +24,9 @@ from typing import Any
 
 import numpy as np
 
-log = logging.getLogger(__name__)
+from rlinf_robot.data.episode import STEP_KEYS
 
-#: The per-step arrays of an episode (``RealEnvWorker`` records them).
-STEP_KEYS = (
-    "actions",
-    "raw_actions",
-    "log_prob",
-    "value",
-    "versions",
-    "rewards",
-    "terminated",
-    "truncated",
-    "success",
-    "executed",
-    "intervened",  # an operator took the step over (teleop)
-)
+log = logging.getLogger(__name__)
 
 
 def intervened_mask(ep: dict[str, Any]) -> np.ndarray:

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from rlinf_robot.data.episode import empty_steps
 from rlinf_robot.scheduler.worker import Worker
 from rlinf_robot.workers.orphan import ParentWatch
 
@@ -480,22 +481,6 @@ class _Halted(Exception):
     """The worker was halted before an episode began: none is run."""
 
 
-#: each per-step column's dtype (``orchestrator.buffer.STEP_KEYS``): what an episode without a step holds
-_STEP_DTYPES = {
-    "actions": np.float32,
-    "raw_actions": np.float32,
-    "log_prob": np.float32,
-    "value": np.float32,
-    "versions": np.int64,
-    "rewards": np.float32,
-    "terminated": bool,
-    "truncated": bool,
-    "success": bool,
-    "executed": np.int64,
-    "intervened": bool,
-}
-
-
 class _EpisodeRecord:
     """One real episode's steps, as plain arrays (one robot: env index 0)."""
 
@@ -554,7 +539,7 @@ class _EpisodeRecord:
         steps = len(self.cols.get("rewards", []))
         out: dict[str, Any] = {k: np.asarray(v) for k, v in self.cols.items()}
         if not steps:
-            out.update({k: np.zeros(0, dtype) for k, dtype in _STEP_DTYPES.items()})
+            out.update(empty_steps())
         out["states"] = np.stack(self.states)
         out["obs_times"] = np.asarray(self.obs_times)
         out["images"] = {cam: np.stack(v) for cam, v in self.images.items()}

@@ -11,7 +11,8 @@ import types
 import numpy as np
 
 from rlinf_robot.bridge.errors import BridgeTimeout
-from rlinf_robot.orchestrator.buffer import STEP_KEYS, EpisodeStore, SourceBuffer
+from rlinf_robot.data.episode import STEP_KEYS
+from rlinf_robot.orchestrator.buffer import EpisodeStore, SourceBuffer
 from rlinf_robot.orchestrator.job import JobState, TrainJob
 from tests.data.test_real_env_recording import ScriptedArm, make_worker
 
