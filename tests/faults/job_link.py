@@ -31,6 +31,8 @@ from tests.faults.link_matrix import (
     check_hold_and_travel,
     holds_the_arm,
     measure_holds,
+    set_travel,
+    travel_bound_mm,
 )
 from tests.faults.netlab import Fault
 from tests.support.hybrid_run import hybrid_overrides, metrics_rows
@@ -192,8 +194,8 @@ def _travel_until_moved_on(obs: list[dict], hold: int, t_end: int) -> float:
 
 
 def _measure(row: Row, fault: Fault, obs: list[dict], t_fault: int, t_heal: int | None, t_end: int) -> None:
-    travels = [_travel_until_moved_on(obs, h, t_end) for h in measure_holds(row, obs, t_fault, t_end)]
-    row.travel_mm = max(travels) if travels else None
+    holds = measure_holds(row, obs, t_fault, t_end)
+    set_travel(row, [(_travel_until_moved_on(obs, h, t_end), travel_bound_mm(obs, h)) for h in holds])
     if t_heal is not None:
         first = _moved_on(obs, t_heal)
         row.resume_ms = None if first is None else (first["t"] - t_heal) / 1e6

