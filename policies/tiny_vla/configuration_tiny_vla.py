@@ -29,6 +29,7 @@ class TinyVLAConfig(PretrainedConfig):
         keypoint_channels: int = 32,
         pool_text: bool = False,
         aux_dim: int = 0,
+        point_path: bool = False,
         init_log_std: float = -1.0,
         action_mode: str = "ee_delta",
         action_low: list[float] | None = None,
@@ -64,6 +65,10 @@ class TinyVLAConfig(PretrainedConfig):
         #: regressed onto what the sim knows and the model does not see (where the block or the
         #: goal is), which teaches the image encoder where to look; acting never uses it
         self.aux_dim = aux_dim
+        #: with the keypoint encoder: every camera's points (x, y) and the proprio also reach the
+        #: action queries through an MLP (a short path for geometry: where the goal is relative to
+        #: the gripper), besides the tokens the transformer attends to
+        self.point_path = point_path
         self.init_log_std = init_log_std
         self.action_mode = action_mode
         self.action_low = list(action_low) if action_low is not None else [-1.0] * action_dim

@@ -84,7 +84,9 @@ class KeypointEncoder(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         maps = self.net((_resized(x, self.size) - 0.5) / 0.5).flatten(2)  # [N, K, cells^2]
         attn = torch.softmax(maps / self.log_temperature.exp(), dim=-1)
-        return self.point(attn @ self.grid) + self.pos  # [N, K, 2] -> [N, K, d]
+        points = attn @ self.grid  # [N, K, 2]
+        self.last_points = points  # read by the model's point path (config.point_path)
+        return self.point(points) + self.pos  # [N, K, 2] -> [N, K, d]
 
 
 def _resized(x: Tensor, size: int) -> Tensor:
@@ -176,6 +178,12 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
         self.value_head = nn.Linear(d, 1)
         self.aux_query = nn.Parameter(torch.zeros(1, 1, d)) if config.aux_dim else None
         self.aux_head = nn.Linear(d, config.aux_dim) if config.aux_dim else None
+        self.point_mlp = None
+        if config.point_path:
+            if config.vision_encoder != "keypoints":
+                raise ValueError("point_path needs vision_encoder='keypoints'")
+            width = len(config.cameras) * config.num_keypoints * 2 + (config.state_dim or 0)
+            self.point_mlp = nn.Sequential(nn.Linear(width, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
         self.action_log_std = nn.Parameter(torch.zeros(H, A))
         self.gradient_checkpointing = False
         self.post_init()
@@ -212,6 +220,11 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
             parts.append(s)
             keep.append(torch.ones(N, 1, dtype=torch.bool, device=state.device))
             queries = queries + s  # proprio also conditions each action query directly (a short path)
+        if self.point_mlp is not None:
+            feats = [self.encoders[cam].last_points.flatten(1) for cam in cfg.cameras]
+            if self.state_norm is not None:
+                feats.append(self.state_norm(state))
+            queries = queries + self.point_mlp(torch.cat(feats, dim=1)).unsqueeze(1)
         extra = 0 if self.aux_query is None else 1  # the aux token goes first, before the queries
         if extra:
             parts.append(self.aux_query.expand(N, -1, -1))

@@ -196,3 +196,41 @@ def test_keypoint_encoder_finds_a_blob_and_pooled_text_round_trip(point_env, tmp
             obs_spec=point_env.obs_spec,
             vision_encoder="resnet",
         )
+
+
+def test_the_point_path_carries_where_the_points_are_to_the_actions(point_env, tmp_path):
+    """``point_path``: every camera's keypoint coordinates and the proprio reach the action queries
+    through an MLP as well. Moving a point moves the actions through that path alone (the tokens'
+    own point embedding is zeroed), gradients reach the MLP, and it is saved and reloaded exactly."""
+    torch.manual_seed(0)
+    pol = policies.make(
+        "tiny_vla", action_spec=point_env.action_spec, obs_spec=point_env.obs_spec, chunk_size=2,
+        hidden_size=32, vision_encoder="keypoints", num_keypoints=4, keypoint_channels=8, pool_text=True,
+        point_path=True,
+    )  # fmt: skip
+    model = pol.model
+    assert model.point_mlp is not None
+    obs = point_env.reset(seed=0)
+    with torch.no_grad():
+        model.action_head.weight.normal_(0, 0.1)
+        for enc in model.encoders.values():
+            enc.point.weight.zero_()  # the tokens no longer say where the points are
+    base = pol({"obs": obs})["mean"]
+    with torch.no_grad():  # move every point of the front camera: only the point path can tell
+        enc = model.encoders["front"]
+        enc.grid.add_(0.3)
+    moved = pol({"obs": obs})["mean"]
+    assert (moved - base).abs().max() > 1e-5
+    moved.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.point_mlp.parameters())
+    pol.save_pretrained(tmp_path)
+    loaded = policies.get("tiny_vla").from_pretrained(tmp_path)
+    assert loaded.model.config.point_path
+    np.testing.assert_array_equal(
+        loaded.predict_action_batch(obs, deterministic=True).actions,
+        pol.predict_action_batch(obs, deterministic=True).actions,
+    )
+    with pytest.raises(ValueError, match="point_path needs vision_encoder='keypoints'"):
+        policies.make(
+            "tiny_vla", action_spec=point_env.action_spec, obs_spec=point_env.obs_spec, point_path=True
+        )
