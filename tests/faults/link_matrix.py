@@ -69,7 +69,8 @@ class Row:
     stale: int = 0
     late: int | None = 0  # None: not measured (a learner whose chunks' observations we do not see)
     travel_mm: float | None = None
-    travel_bound_mm: float | None = None  # the bound of the hold whose travel came nearest its own
+    #: (travel, bound) of the hold whose travel came nearest its own bound: the one the check judges
+    travel_worst: tuple[float, float] | None = None
     resume_ms: float | None = None
     carried_on: bool | None = None  # None: the fault lasted to the end of the case
     problems: list[str] = field(default_factory=list)
@@ -344,11 +345,11 @@ def travel_bound_mm(obs: list[dict], hold: int) -> float:
 
 
 def set_travel(row: Row, travels: list[tuple[float, float]]) -> None:
-    """``row.travel_mm`` (the largest) and ``row.travel_bound_mm`` (the bound of the hold nearest
-    its own) from each hold's (travel, bound)."""
+    """``row.travel_mm`` (the largest, for the table) and ``row.travel_worst`` (the hold nearest its
+    own bound) from each hold's (travel, bound)."""
     if travels:
         row.travel_mm = max(t for t, _ in travels)
-        row.travel_bound_mm = min(travels, key=lambda tb: tb[1] - tb[0])[1]
+        row.travel_worst = min(travels, key=lambda tb: tb[1] - tb[0])
 
 
 def _drops(status: dict) -> int:
@@ -388,9 +389,10 @@ def check_hold_and_travel(row: Row, fault: Fault) -> None:
     """The hold and travel bounds every row must meet."""
     if holds_the_arm(fault) and (row.hold_ms is None or row.hold_ms > HOLD_BOUND_MS):
         row.problems.append(f"hold {row.hold_ms} ms (bound {HOLD_BOUND_MS:g})")
-    if row.travel_mm is not None and row.travel_bound_mm is not None and row.travel_mm > row.travel_bound_mm:
+    if row.travel_worst is not None and row.travel_worst[0] > row.travel_worst[1]:
+        travel, bound = row.travel_worst
         row.problems.append(
-            f"travel {row.travel_mm:.1f} mm (bound {row.travel_bound_mm:.1f}: {TRAVEL_BOUND_MM:g} mm + "
+            f"travel {travel:.1f} mm (bound {bound:.1f}: {TRAVEL_BOUND_MM:g} mm + "
             f"{STOP_S:g} s at the speed before the hold)"
         )
 

@@ -43,5 +43,17 @@ def test_a_fast_arm_may_travel_further_and_a_slow_one_may_not():
     row = Row("partition 500ms", hold_ms=150.0)
     set_travel(row, [(2.0, travel_bound_mm(fast, 0)), (20.0, travel_bound_mm(still, 0))])
     check_hold_and_travel(row, Fault("partition", 0.5))
-    assert row.travel_mm == 20.0 and row.travel_bound_mm == TRAVEL_BOUND_MM
+    assert row.travel_mm == 20.0 and row.travel_worst == (20.0, TRAVEL_BOUND_MM)
     assert not row.ok and "travel 20.0 mm (bound 15.0" in row.problems[0]
+
+
+def test_each_hold_is_judged_against_its_own_bound():
+    """A fast hold's long stop beside a slow hold's short one: both within their own bounds, so the
+    row meets them (the largest travel is not held against the slow hold's bound)."""
+    fast = _obs([(-150, 0.0), (-100, 5.0), (-50, 10.0), (0, 15.0)])  # 100 mm/s: bound 40 mm
+    still = _obs([(-150, 0.0), (-100, 0.0), (-50, 0.0), (0, 0.0)])  # bound 15 mm
+    row = Row("partition 500ms", hold_ms=150.0)
+    set_travel(row, [(30.0, travel_bound_mm(fast, 0)), (14.0, travel_bound_mm(still, 0))])
+    check_hold_and_travel(row, Fault("partition", 0.5))
+    assert row.ok, row.problems
+    assert row.travel_mm == 30.0 and row.travel_worst == (14.0, TRAVEL_BOUND_MM)
