@@ -81,12 +81,18 @@ class KeypointEncoder(nn.Module):
         self.point = nn.Linear(2, d)
         self.pos = nn.Parameter(torch.zeros(1, k, d))  # which point (a learned identity per map)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def points(self, x: Tensor) -> Tensor:
+        """[N, 3, S, S] -> [N, K, 2]: each map's expected (x, y) in [-1, 1]."""
         maps = self.net((_resized(x, self.size) - 0.5) / 0.5).flatten(2)  # [N, K, cells^2]
         attn = torch.softmax(maps / self.log_temperature.exp(), dim=-1)
-        points = attn @ self.grid  # [N, K, 2]
-        self.last_points = points  # read by the model's point path (config.point_path)
-        return self.point(points) + self.pos  # [N, K, 2] -> [N, K, d]
+        return attn @ self.grid
+
+    def embed(self, points: Tensor) -> Tensor:
+        """[N, K, 2] -> [N, K, d]: one token per point."""
+        return self.point(points) + self.pos
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.embed(self.points(x))
 
 
 def _resized(x: Tensor, size: int) -> Tensor:
@@ -198,8 +204,14 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
         cfg = self.config
         parts, keep = [], []
         N = next(t.shape[0] for t in (input_ids, state, *(pixel_values or {}).values()) if t is not None)
+        points: list[Tensor] = []  # each camera's keypoints, for the point path
         for i, cam in enumerate(cfg.cameras):
-            tok = self.encoders[cam](pixel_values[cam]) + self.camera_emb[i]
+            enc = self.encoders[cam]
+            if self.point_mlp is not None:
+                points.append(enc.points(pixel_values[cam]))
+                tok = enc.embed(points[-1]) + self.camera_emb[i]
+            else:
+                tok = enc(pixel_values[cam]) + self.camera_emb[i]
             parts.append(tok)
             keep.append(torch.ones(N, tok.shape[1], dtype=torch.bool, device=tok.device))
         if input_ids is not None:
@@ -221,7 +233,7 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
             keep.append(torch.ones(N, 1, dtype=torch.bool, device=state.device))
             queries = queries + s  # proprio also conditions each action query directly (a short path)
         if self.point_mlp is not None:
-            feats = [self.encoders[cam].last_points.flatten(1) for cam in cfg.cameras]
+            feats = [p.flatten(1) for p in points]
             if self.state_norm is not None:
                 feats.append(self.state_norm(state))
             queries = queries + self.point_mlp(torch.cat(feats, dim=1)).unsqueeze(1)
