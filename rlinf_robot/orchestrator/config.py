@@ -98,6 +98,25 @@ class TeleopConfig:
 
 
 @dataclass
+class WarmStartConfig:
+    """SFT then RL: before any RL update the driver records ``demos`` episodes of the task's scripted
+    expert in the training sim (DART noise ``noise``: the labels stay the expert's clean actions, the
+    states cover where a slightly-off policy drifts) and the actor clones them for ``epochs`` passes
+    (L1 on the chunk mean, minibatches of ``minibatch_size``); RL starts from that policy, exploring
+    with ``log_std`` (the policy's ``init_log_std`` unless ``policy.kwargs`` sets one: a clone
+    explores less than a fresh policy, or its first rollouts undo it). ``demos: 0``: RL from scratch.
+    Skipped on ``--resume`` and ``run.init_from`` (the weights come from the checkpoint). PPO jobs
+    only (``warm_starts``): the off-policy learners (SAC, RLPD) start from scratch; the job's RLPD
+    takes its demonstrations from an operator's interventions."""
+
+    demos: int = 0
+    epochs: int = 20
+    noise: float = 0.1
+    minibatch_size: int = 256
+    log_std: float = -1.5
+
+
+@dataclass
 class BudgetConfig:
     wall_s: float | None = 240.0  # hybrid (or only) phase, wall clock
     updates: int | None = None
@@ -185,6 +204,7 @@ class TrainConfig:
     algorithm: dict[str, Any] = field(default_factory=dict)  # checked by the recipe (name: ppo, ...)
     hybrid: HybridConfig = field(default_factory=HybridConfig)
     teleop: TeleopConfig = field(default_factory=TeleopConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     run: RunConfig = field(default_factory=RunConfig)
@@ -209,6 +229,11 @@ class TrainConfig:
     def pretrains(self) -> bool:
         """Modes that pre-train in sim first and measure that policy on the arm (the baseline)."""
         return self.mode in ("hybrid", "cotrain")
+
+    @property
+    def warm_starts(self) -> bool:
+        """Whether a fresh run clones the expert before RL (``WarmStartConfig``)."""
+        return self.warm_start.demos > 0 and self.uses_sim and self.algorithm.get("name") == "ppo"
 
     @property
     def sim_env(self) -> str:
@@ -282,6 +307,16 @@ class TrainConfig:
             bad.append(f"mode={self.mode} needs an arm: robot.kind must be sim_local or remote")
         if self.uses_arm and self.robot.kind == "remote" and not self.robot.endpoints:
             bad.append("robot.kind=remote needs robot.endpoints (tcp://robot-pc:5555, ...)")
+        w = self.warm_start
+        if w.demos < 0 or w.epochs < 1 or w.minibatch_size < 2 or not 0.0 <= w.noise <= 1.0:
+            bad.append(
+                "warm_start needs demos >= 0, epochs >= 1, minibatch_size >= 2 and noise in [0, 1], got "
+                f"{w.demos}, {w.epochs}, {w.minibatch_size}, {w.noise}"
+            )
+        if w.demos > 0 and not self.uses_sim:
+            bad.append(
+                f"warm_start.demos > 0 records the scripted expert in sim: mode={self.mode} has no sim"
+            )
         t = self.budget.target_success
         if t is not None and not (0.0 < t <= 1.0 and self.uses_sim):
             bad.append(f"budget.target_success must be in (0, 1] and needs sim training, got {t}")

@@ -6,7 +6,9 @@ Read top to bottom, a run is:
    real replay), the robot PC when the embedded default is used (``robot_pc``), the cluster and
    the worker groups from the placement config: ``env`` (``SimEnvWorker``), ``rollout``
    (``RolloutWorker``), ``actor`` (``ActorWorker``), ``real`` (``RealEnvWorker``, one rank per robot);
-2. **pre-train** in sim (hybrid mode): PPO updates on sim rollouts until the training success
+2. **warm start** (``warm_start.demos > 0``, sim-only's default): the task's scripted expert records
+   demonstrations in sim and the actor clones them before any RL (``orchestrator.warm_start``);
+   **pre-train** in sim (hybrid mode): PPO updates on sim rollouts until the training success
    target or the pre-training budget;
 3. **baseline** (hybrid): the pre-trained, sim-only policy on the arm, for the report's comparison;
 4. **train**: the real workers run episodes on their own with the newest weights; every update
@@ -26,6 +28,7 @@ import shutil
 import signal
 import threading
 import time
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,7 @@ class JobState:
     version: int = 0
     phase: str = "pretrain"
     pretrained: bool = False
+    warm_started: bool = False
     wall_s: float = 0.0  # training wall time used (pretrain + train), across resumes
     train_wall_s: float = 0.0
     env_steps: dict[str, int] = field(default_factory=dict)
@@ -125,6 +129,10 @@ class TrainJob:
             self._check_robots_answer()
         self.calibration_ids, self.sim_randomization, self.sim_cameras = self._calibration()
         self.init_checkpoint = self._init_checkpoint()
+        if self._warm_starts:
+            from rlinf_robot.orchestrator.warm_start import check_expert
+
+            check_expert(cfg.sim_env, cfg.task.action_mode)
         self.run_dir = self._run_dir()
         self.state = JobState()
         self.robot = None  # RobotUpProcess of the embedded robot PC
@@ -144,6 +152,13 @@ class TrainJob:
         self._t0 = time.monotonic()
         self._sim = None
         self._eval_only = False
+        self._sim_kwargs: dict[str, Any] = {}  # the SimEnvWorker's sim.make options (the warm start's too)
+        self._chunk_size = 1  # the actor's policy's
+
+    @property
+    def _warm_starts(self) -> bool:
+        """A fresh run clones the expert first; a resumed or ``init_from`` one has its weights."""
+        return self.cfg.warm_starts and not self.resumed and self.init_checkpoint is None
 
     # ================================================================== 1. set up
     def _run_dir(self) -> Path:
@@ -300,6 +315,8 @@ class TrainJob:
             f"{', '.join(f'{g.name} x{g.num_ranks}' for g in self.scheduler.config.groups)}"
         )
         policy_kwargs = dict(cfg.policy.kwargs)
+        if cfg.warm_starts:  # a clone explores less than a fresh policy (WarmStartConfig)
+            policy_kwargs.setdefault("init_log_std", cfg.warm_start.log_std)
         real_env = cfg.real_env_options()
         specs = None
         if cfg.uses_sim:
@@ -309,6 +326,7 @@ class TrainJob:
             if self.sim_cameras:  # cameras where calibration found the real ones
                 sim_kwargs["camera_poses"] = self.sim_cameras
                 self._say(f"training sim: {', '.join(self.sim_cameras)} camera placed by calibration")
+            self._sim_kwargs = sim_kwargs
             env = self.scheduler.launch(
                 "env",
                 SimEnvWorker,
@@ -375,7 +393,7 @@ class TrainJob:
         )
         self.groups["actor"] = self.scheduler.launch("actor", worker, env=learner_env, kwargs=kwargs)
         if worker is ActorWorker:
-            self.groups["actor"].call("setup").wait(300)
+            self._chunk_size = self.groups["actor"].call("setup").wait(300)[0]["chunk_size"]
 
     # ================================================================== the loop
     def run(self) -> JobResult:
@@ -387,6 +405,8 @@ class TrainJob:
         try:
             self.setup()
             self._start_progress()
+            if self._warm_starts and not self.state.warm_started:
+                self._warm_start()
             if self.cfg.pretrains and not self.state.pretrained:
                 self._pretrain()
             self._bring_up_robot()
@@ -439,6 +459,48 @@ class TrainJob:
             if self.metrics is not None:
                 self.metrics.close()
             self.shutdown()
+
+    def _warm_start(self) -> None:
+        """SFT then RL: the scripted expert's demonstrations in sim, cloned by the actor, the
+        weights pushed; one metrics row (``phase: warm_start``) says what it took."""
+        from rlinf_robot.orchestrator import warm_start
+
+        ws, t0 = self.cfg.warm_start, time.monotonic()
+        self.state.phase = "warm_start"
+        self._say(
+            f"warm start: the scripted expert records {ws.demos} episodes in sim, cloned for {ws.epochs} epochs"
+        )
+        demos = warm_start.record(
+            self.cfg.sim_env, self._sim_kwargs, ws, self._chunk_size, self.cfg.seed, self.instruction
+        )
+        actor = self.groups["actor"]
+        actor.call("update_obs_norm", demos.states).wait(120)
+        seed = zlib.crc32(f"{self.cfg.seed}/warm_start".encode())
+        stats = actor.call(
+            "train_epochs", demos.batch, ws.epochs, ws.minibatch_size, seed, None, "sft", {"kind": "l1"}
+        ).wait(1800)[0]
+        self.state.version += 1
+        self._push_weights()
+        self.state.warm_started = True
+        dt = time.monotonic() - t0
+        self.metrics.log(
+            {
+                "update": self.state.update,
+                "version": self.state.version,
+                "phase": "warm_start",
+                "wall_s": time.monotonic() - self._t0,
+                "warm_start_s": dt,
+                "warm_start/record_s": demos.seconds,
+                "warm_start/demo_env_steps": demos.env_steps,
+                "warm_start/demo_success": demos.success,
+                "warm_start/rows": len(demos.states),
+                **{f"train/{k}": v for k, v in stats.items()},
+            }
+        )
+        self._say(
+            f"warm start done in {dt:.1f} s: {demos.episodes} expert episodes ({demos.env_steps} env steps, "
+            f"success {demos.success:.2f}), {len(demos.states)} rows, clone loss {stats.get('sft_loss', float('nan')):.3f}"
+        )
 
     def _pretrain(self) -> None:
         b = self.cfg.budget

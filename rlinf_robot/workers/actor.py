@@ -52,9 +52,14 @@ class TrainerConfig:
 
 # ------------------------------------------------------------------ batches
 def batch_len(batch: dict) -> int:
+    """The rows of a (nested) batch: the length of its first non-empty tensor or list (an empty
+    ``images`` dict beside them has none)."""
     for v in batch.values():
         if isinstance(v, dict):
-            return batch_len(v)
+            try:
+                return batch_len(v)
+            except ValueError:
+                continue
         if isinstance(v, (Tensor, list)) and len(v):
             return len(v)
     raise ValueError("batch has no non-empty field to take its length from")
@@ -145,8 +150,17 @@ class ActorTrainer:
         self.optimizer = torch.optim.AdamW(self._params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self.step = 0
 
-    def train_step(self, shard: dict) -> dict[str, float]:
-        """One optimizer step on this rank's shard (the same size on every rank)."""
+    def train_step(
+        self, shard: dict, objective: str | None = None, objective_cfg: dict | None = None
+    ) -> dict[str, float]:
+        """One optimizer step on this rank's shard (the same size on every rank). ``objective``: a
+        registry name used for this step instead of the trainer's own (the job's warm start clones
+        demonstrations with ``sft`` into a PPO actor)."""
+        from rlinf_robot.algorithms import get_objective
+
+        fn, kw = self.objective, self.objective_cfg
+        if objective is not None:
+            fn, kw = get_objective(objective), dict(objective_cfg or {})
         self.module.train()
         B = batch_len(shard)
         mb = self.cfg.micro_batch_size or B
@@ -156,7 +170,7 @@ class ActorTrainer:
             sl = slice(i * mb, min((i + 1) * mb, B))
             weight = (sl.stop - sl.start) / B
             with self.parallel.sync_context(self.module, sync=i == n_micro - 1):
-                loss, stats = self.objective(self.view, slice_batch(shard, sl), **self.objective_cfg)
+                loss, stats = fn(self.view, slice_batch(shard, sl), **kw)
                 (loss * weight).backward()
             for k, v in {"loss": loss, **stats}.items():
                 totals[k] = totals.get(k, 0.0) + weight * float(v.detach() if isinstance(v, Tensor) else v)
@@ -303,7 +317,13 @@ class ActorWorker(Worker):
                 **self.trainer.parallel.offload_targets(self.trainer.policy, self.trainer.optimizer)
             )
         t = self.trainer
-        return {"rank": t.rank, "world_size": t.world_size, "strategy": t.strategy, "step": t.step}
+        return {
+            "rank": t.rank,
+            "world_size": t.world_size,
+            "strategy": t.strategy,
+            "step": t.step,
+            "chunk_size": int(getattr(t.policy, "chunk_size", 1)),
+        }
 
     def train_step(self, global_batch: dict) -> dict[str, float]:
         self.setup()
@@ -318,13 +338,16 @@ class ActorWorker(Worker):
         minibatch_size: int,
         seed: int,
         target_kl: float | None = None,
+        objective: str | None = None,
+        objective_cfg: dict | None = None,
     ) -> dict[str, float]:
         """``epochs`` passes over ``global_batch`` in shuffled minibatches of ``minibatch_size`` rows
         (the last partial one dropped), one ``train_step`` each: the usual PPO schedule, run here so
         the batch crosses to the actor once. The permutation comes from ``seed``, so the same batch
         and seed give the same update (bit for bit, on one rank). Stops after an epoch whose mean
-        ``approx_kl`` (when the objective reports it) passes ``target_kl``. Returns the last step's
-        statistics plus ``epochs`` run and ``updates`` (optimizer steps)."""
+        ``approx_kl`` (when the objective reports it) passes ``target_kl``. ``objective``: another
+        registry objective for these steps (``train_step``). Returns the last step's statistics plus
+        ``epochs`` run and ``updates`` (optimizer steps)."""
         self.setup()
         total = batch_len(global_batch)
         mb = min(int(minibatch_size), total)
@@ -342,7 +365,9 @@ class ActorWorker(Worker):
                     idx = perm[start : start + mb]
                     minibatch = _take_rows(global_batch, idx)
                     stats = self.trainer.train_step(
-                        shard_batch(minibatch, self.trainer.rank, self.trainer.world_size)
+                        shard_batch(minibatch, self.trainer.rank, self.trainer.world_size),
+                        objective,
+                        objective_cfg,
                     )
                     updates += 1
                     if "approx_kl" in stats:

@@ -277,3 +277,25 @@ def test_the_documented_curve_keys_override_composes_into_a_client_config(tmp_pa
     assert cfg.teleop.curve == {"secret_file": "/k/learner.key_secret"}
     with pytest.raises(ConfigError, match="unknown key"):  # a typo outside the free-form dicts still fails
         compose(["robot=fr3", "robot.endpoints=[tcp://10.0.0.2:5555]", "+robot.clients.x=1"])
+
+
+def test_the_warm_start_is_sim_onlys_default_for_ppo_and_bad_settings_are_refused(tmp_path):
+    """``warm_start`` (orchestrator/warm_start.py): on for sim-only PPO as shipped, off for the
+    off-policy learners and the hybrid default; a value out of range, a mode without a sim, or a
+    task whose expert cannot act in its action mode is one error before anything starts."""
+    from rlinf_robot.orchestrator.job import TrainJob
+
+    assert compose(["mode=sim_only"]).warm_starts
+    assert not compose(["mode=sim_only", "warm_start.demos=0"]).warm_starts
+    assert not compose(["mode=sim_only", "algorithm=sac"]).warm_starts
+    assert not compose([]).warm_starts  # hybrid pre-trains from scratch unless asked
+    assert compose(["warm_start.demos=16"]).warm_starts
+    with pytest.raises(ConfigError, match="warm_start needs"):
+        compose(["mode=sim_only", "warm_start.noise=2"])
+    with pytest.raises(ConfigError, match="has no sim"):
+        compose(
+            ["mode=real_only", "robot=fr3", "robot.endpoints=[tcp://127.0.0.1:5555]", "warm_start.demos=8"]
+        )
+    with pytest.raises(ConfigError, match="scripted expert"):
+        TrainJob(compose(["mode=sim_only", "task.action_mode=joint_delta", f"run.dir={tmp_path}"]))
+    assert not any(tmp_path.iterdir())  # refused before a run dir was made

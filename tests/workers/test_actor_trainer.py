@@ -334,3 +334,20 @@ def test_strategy_needs_a_process_group():
         TrainerConfig(strategy="zero3")
     trainer = make_trainer(micro=None)  # auto, one process
     assert trainer.strategy == "none" and trainer.parallel.name == "none" and trainer.module is trainer.policy
+
+
+def test_a_step_with_another_objective_uses_it_once_and_keeps_the_trainers_own():
+    """The job's warm start clones demonstrations (``sft``) with a PPO trainer: a step given another
+    registry objective equals a step of a trainer built with it, and the next plain step is the
+    trainer's own objective again."""
+    batch = global_batch(0)
+    ppo = ActorTrainer(make_policy(), "decoupled_ppo", TrainerConfig(lr=1e-2, max_grad_norm=0.5))
+    sft = make_trainer(None)
+    a = ppo.train_step(batch, "sft", {"kind": "mse"})
+    b = sft.train_step(batch)
+    assert a["sft_loss"] == pytest.approx(b["sft_loss"]) and "approx_kl" not in a
+    for (name, p), q in zip(ppo.policy.named_parameters(), sft.policy.parameters(), strict=True):
+        assert torch.equal(p, q), name
+    assert ppo.objective_cfg == {} and ppo.objective.__name__ == "decoupled_ppo_objective"
+    with pytest.raises(KeyError):  # the batch has no RL fields: the trainer's own objective ran
+        ppo.train_step(batch)
