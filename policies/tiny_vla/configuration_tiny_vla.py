@@ -30,6 +30,7 @@ class TinyVLAConfig(PretrainedConfig):
         pool_text: bool = False,
         aux_dim: int = 0,
         point_path: bool = False,
+        aux_path: bool = False,
         init_log_std: float = -1.0,
         action_mode: str = "ee_delta",
         action_low: list[float] | None = None,
@@ -69,6 +70,11 @@ class TinyVLAConfig(PretrainedConfig):
         #: action queries through an MLP (a short path for geometry: where the goal is relative to
         #: the gripper), besides the tokens the transformer attends to
         self.point_path = point_path
+        #: with the keypoint encoder and ``aux_dim``: the auxiliary output comes from an MLP over the
+        #: points and the proprio (not a token), and its prediction (gradient stopped) conditions the
+        #: action queries with the proprio through a second MLP: perception regressed onto where the
+        #: objects are, control from that estimate, as a state-based policy acts from the true values
+        self.aux_path = aux_path
         self.init_log_std = init_log_std
         self.action_mode = action_mode
         self.action_low = list(action_low) if action_low is not None else [-1.0] * action_dim

@@ -182,14 +182,29 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
         self.norm = nn.LayerNorm(d)
         self.action_head = nn.Linear(d, A)
         self.value_head = nn.Linear(d, 1)
-        self.aux_query = nn.Parameter(torch.zeros(1, 1, d)) if config.aux_dim else None
-        self.aux_head = nn.Linear(d, config.aux_dim) if config.aux_dim else None
+        points_width = len(config.cameras) * config.num_keypoints * 2 + (config.state_dim or 0)
+        self.aux_mlp = self.aux_in = None
+        if config.aux_path:
+            if config.vision_encoder != "keypoints" or not config.aux_dim:
+                raise ValueError("aux_path needs vision_encoder='keypoints' and aux_dim > 0")
+            self.aux_mlp = nn.Sequential(
+                nn.Linear(points_width, 2 * d),
+                nn.GELU(),
+                nn.Linear(2 * d, 2 * d),
+                nn.GELU(),
+                nn.Linear(2 * d, config.aux_dim),
+            )
+            self.aux_in = nn.Sequential(
+                nn.Linear(config.aux_dim + (config.state_dim or 0), 2 * d), nn.GELU(), nn.Linear(2 * d, d)
+            )
+        token_aux = config.aux_dim and not config.aux_path
+        self.aux_query = nn.Parameter(torch.zeros(1, 1, d)) if token_aux else None
+        self.aux_head = nn.Linear(d, config.aux_dim) if token_aux else None
         self.point_mlp = None
         if config.point_path:
             if config.vision_encoder != "keypoints":
                 raise ValueError("point_path needs vision_encoder='keypoints'")
-            width = len(config.cameras) * config.num_keypoints * 2 + (config.state_dim or 0)
-            self.point_mlp = nn.Sequential(nn.Linear(width, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+            self.point_mlp = nn.Sequential(nn.Linear(points_width, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
         self.action_log_std = nn.Parameter(torch.zeros(H, A))
         self.gradient_checkpointing = False
         self.post_init()
@@ -205,9 +220,10 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
         parts, keep = [], []
         N = next(t.shape[0] for t in (input_ids, state, *(pixel_values or {}).values()) if t is not None)
         points: list[Tensor] = []  # each camera's keypoints, for the point path
+        by_points = self.point_mlp is not None or self.aux_mlp is not None
         for i, cam in enumerate(cfg.cameras):
             enc = self.encoders[cam]
-            if self.point_mlp is not None:
+            if by_points:
                 points.append(enc.points(pixel_values[cam]))
                 tok = enc.embed(points[-1]) + self.camera_emb[i]
             else:
@@ -232,11 +248,15 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
             parts.append(s)
             keep.append(torch.ones(N, 1, dtype=torch.bool, device=state.device))
             queries = queries + s  # proprio also conditions each action query directly (a short path)
-        if self.point_mlp is not None:
-            feats = [p.flatten(1) for p in points]
-            if self.state_norm is not None:
-                feats.append(self.state_norm(state))
-            queries = queries + self.point_mlp(torch.cat(feats, dim=1)).unsqueeze(1)
+        aux = None
+        if by_points:
+            proprio = [self.state_norm(state)] if self.state_norm is not None else []
+            feats = torch.cat([p.flatten(1) for p in points] + proprio, dim=1)
+            if self.point_mlp is not None:
+                queries = queries + self.point_mlp(feats).unsqueeze(1)
+            if self.aux_mlp is not None:
+                aux = self.aux_mlp(feats)
+                queries = queries + self.aux_in(torch.cat([aux.detach(), *proprio], dim=1)).unsqueeze(1)
         extra = 0 if self.aux_query is None else 1  # the aux token goes first, before the queries
         if extra:
             parts.append(self.aux_query.expand(N, -1, -1))
@@ -252,7 +272,7 @@ class TinyVLAModel(TinyVLAPreTrainedModel):
             action_mean=self.action_head(x[:, -H - 1 : -1]),
             action_log_std=self.action_log_std,
             value=self.value_head(x[:, -1]).sum(-1),  # [N] (sum over the 1 column: not a view, for FSDP2)
-            aux=self.aux_head(x[:, -H - 2]) if self.aux_head is not None else None,
+            aux=self.aux_head(x[:, -H - 2]) if self.aux_head is not None else aux,
         )
 
 

@@ -234,3 +234,44 @@ def test_the_point_path_carries_where_the_points_are_to_the_actions(point_env, t
         policies.make(
             "tiny_vla", action_spec=point_env.action_spec, obs_spec=point_env.obs_spec, point_path=True
         )
+
+
+def test_the_aux_path_acts_from_its_estimate_and_learns_it_only_from_the_aux_loss(point_env, tmp_path):
+    """``aux_path``: the auxiliary output comes from an MLP over the points and the proprio, and its
+    estimate (gradient stopped) conditions the action queries. The action loss trains the control
+    MLP but leaves the estimator alone; the aux loss trains the estimator; no aux token is added."""
+    torch.manual_seed(0)
+    pol = policies.make(
+        "tiny_vla", action_spec=point_env.action_spec, obs_spec=point_env.obs_spec, chunk_size=2,
+        hidden_size=32, vision_encoder="keypoints", num_keypoints=4, keypoint_channels=8, pool_text=True,
+        aux_dim=3, aux_path=True,
+    )  # fmt: skip
+    model = pol.model
+    assert model.aux_query is None and model.aux_head is None and model.point_mlp is None
+    obs = point_env.reset(seed=0)
+    with torch.no_grad():
+        model.action_head.weight.normal_(0, 0.1)  # zero-initialized: nothing would flow back through it
+    out = pol({"obs": obs})
+    assert out["aux"].shape == (len(obs["state"]), 3)
+    out["mean"].sum().backward()
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in model.aux_mlp.parameters())
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.aux_in.parameters())
+    pol.zero_grad()
+    pol({"obs": obs})["aux"].square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.aux_mlp.parameters())
+    with torch.no_grad():  # the actions read the estimate
+        base = pol({"obs": obs})["mean"]
+        model.aux_mlp[-1].bias.add_(1.0)
+        assert (pol({"obs": obs})["mean"] - base).abs().max() > 1e-5
+    pol.save_pretrained(tmp_path)
+    loaded = policies.get("tiny_vla").from_pretrained(tmp_path)
+    assert loaded.model.config.aux_path
+    np.testing.assert_array_equal(
+        loaded.predict_action_batch(obs, deterministic=True).actions,
+        pol.predict_action_batch(obs, deterministic=True).actions,
+    )
+    with pytest.raises(ValueError, match="aux_path needs"):
+        policies.make(
+            "tiny_vla", action_spec=point_env.action_spec, obs_spec=point_env.obs_spec,
+            vision_encoder="keypoints", aux_path=True,
+        )  # fmt: skip
