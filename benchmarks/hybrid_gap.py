@@ -1,7 +1,8 @@
 """Does hybrid training close the sim-to-real gap that sim-only training leaves open?
 
 Same wall-clock training budget and seed for both:
-  (a) sim-only: `rlinf-robot train mode=sim_only`, then the policy deployed on the franka-sim arm
+  (a) sim-only: `rlinf-robot train mode=sim_only warm_start.demos=0` (PPO from scratch, as the
+      hybrid job's pre-training is), then the policy deployed on the franka-sim arm
       (`rlinf-robot eval --on arm`);
   (b) hybrid: `rlinf-robot train` (sim pre-training, then real-arm + sim rollouts in one loop), its
       final evaluation on the arm.
@@ -57,6 +58,7 @@ def main() -> None:
     cli(
         "train",
         "mode=sim_only",
+        "warm_start.demos=0",  # both learners from scratch: the hybrid job's pre-training has no warm start
         f"budget.wall_s={args.budget}",
         "run.id=sim_only",
         *common,
