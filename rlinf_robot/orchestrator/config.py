@@ -313,6 +313,8 @@ class TrainConfig:
                 "warm_start needs demos >= 0, epochs >= 1, minibatch_size >= 2 and noise in [0, 1], got "
                 f"{w.demos}, {w.epochs}, {w.minibatch_size}, {w.noise}"
             )
+        if not -5.0 <= w.log_std <= 2.0:  # NaN fails too
+            bad.append(f"warm_start.log_std must be in [-5, 2], got {w.log_std}")
         if w.demos > 0 and not self.uses_sim:
             bad.append(
                 f"warm_start.demos > 0 records the scripted expert in sim: mode={self.mode} has no sim"

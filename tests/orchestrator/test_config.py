@@ -292,6 +292,8 @@ def test_the_warm_start_is_sim_onlys_default_for_ppo_and_bad_settings_are_refuse
     assert compose(["warm_start.demos=16"]).warm_starts
     with pytest.raises(ConfigError, match="warm_start needs"):
         compose(["mode=sim_only", "warm_start.noise=2"])
+    with pytest.raises(ConfigError, match="warm_start.log_std"):
+        compose(["mode=sim_only", "warm_start.log_std=nan"])
     with pytest.raises(ConfigError, match="has no sim"):
         compose(
             ["mode=real_only", "robot=fr3", "robot.endpoints=[tcp://127.0.0.1:5555]", "warm_start.demos=8"]
