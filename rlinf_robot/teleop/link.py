@@ -5,7 +5,8 @@ looks at what operators sent on ``commands``. An operator that answers states (i
 the step they answer, as the scripted operator's do) is *attached*: the link waits up to
 ``reply_wait_s`` for its answer to this very step, so a takeover scheduled for step k acts at step
 k (an answer that does not come in time is not used for a later step: the policy acts, and
-``late_replies`` counts it). A free-running device (step -1) is never waited for: its newest command counts while it is
+``late_replies`` counts it); it stays attached while its last answer is younger than
+``max(max_age_s, reply_wait_s)``. A free-running device (step -1) is never waited for: its newest command counts while it is
 younger than ``max_age_s``. A command older than that counts as released (an operator whose
 process died hands the arm back to the policy, it does not freeze it on a stale action).
 
@@ -133,7 +134,13 @@ class TeleopLink:
         return self._latest is not None and time.monotonic() - self._latest_at <= self.max_age_s
 
     def _attached(self) -> bool:
-        return self._fresh() and self._latest is not None and self._latest.step >= 0
+        """An operator that answers states and answered one within the last ``max(max_age_s,
+        reply_wait_s)``: as long as one is willing to wait for its answer to a step. (Judging it by
+        ``max_age_s`` alone dropped it whenever two decisions were further apart than that, as
+        they are on a busy machine, and its takeover then started a step late.)"""
+        c = self._latest
+        window = max(self.max_age_s, self.reply_wait_s)
+        return c is not None and c.step >= 0 and time.monotonic() - self._latest_at <= window
 
     def _answers(self, episode: int, step: int) -> bool:
         c = self._latest

@@ -173,12 +173,18 @@ def test_an_operator_that_goes_silent_hands_the_arm_back():
     state = _state(obs_spec, np.random.default_rng(3))
     serving = _Serving(_Constant([0.0] * action_spec.shape[0]))
     with serving as op:
-        link = _link(op, action_spec, max_age_s=0.3, reply_wait_s=10.0)
+        link = _link(op, action_spec, max_age_s=0.3, reply_wait_s=1.0)
         _wait_attached(link, obs_spec, state)
         assert _decide(link, obs_spec, 0, 0, state) is not None
     try:  # the operator is gone: its last command ages out instead of steering on
         time.sleep(0.6)
-        assert _decide(link, obs_spec, 0, 1, state) is None
+        t0 = time.monotonic()
+        assert _decide(link, obs_spec, 0, 1, state) is None  # still attached: its answer waited for
+        assert time.monotonic() - t0 < 5.0 and link.counts["late_replies"] == 1, link.counts
+        time.sleep(1.1)  # no answer for longer than reply_wait_s: detached, nothing waited for
+        t0 = time.monotonic()
+        assert _decide(link, obs_spec, 0, 2, state) is None
+        assert time.monotonic() - t0 < 0.5 and link.counts["late_replies"] == 1, link.counts
     finally:
         link.close()
 

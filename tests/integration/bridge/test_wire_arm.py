@@ -159,7 +159,24 @@ def test_a_reflex_refuses_chunks_with_fault_until_recover(stack):
         reply = c.command("recover", timeout=30)
         assert reply["type"] == "status" and reply["state"] == "HOLD", reply
         run_chunk(c, np.full((2, 7), 0.002, np.float32))  # right on the reply
-        assert c.command("home", timeout=60)["state"] == "HOLD"
+        home_after_a_reflex(c, probe)
+
+
+def home_after_a_reflex(c: WireClient, probe, tries: int = 5) -> None:
+    """Home, for the next test. On a starved machine (1 CPU with load beside it) franky's switch
+    from the last chunk's motion to the homing motion can read as a velocity discontinuity: a real
+    reflex, which franka_node recovers by itself; home then answers an error and is sent again once
+    the arm is back (measured once in a capped run: REFLEX 0.13 s into homing, ACTIVE again ~1.6 s
+    later)."""
+    replies = []
+    for _ in range(tries):
+        reply = c.command("home", timeout=60)
+        replies.append(reply)
+        if reply.get("state") == "HOLD":
+            return
+        assert reply.get("type") == "error", replies  # homing cut by the reflex, or refused during it
+        time.sleep(2.0)  # the fault handler's back-off and recovery
+    raise AssertionError(f"home did not answer HOLD in {tries} tries: {replies}; {probe.diag}")
 
 
 def test_a_sensor_that_never_sent_is_named_stale(stack):
