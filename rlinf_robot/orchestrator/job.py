@@ -405,7 +405,7 @@ class TrainJob:
         try:
             self.setup()
             self._start_progress()
-            if self._warm_starts and not self.state.warm_started:
+            if self._warm_starts:  # a fresh run only: a resumed one has its weights
                 self._warm_start()
             if self.cfg.pretrains and not self.state.pretrained:
                 self._pretrain()

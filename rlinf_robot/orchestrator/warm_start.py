@@ -33,11 +33,14 @@ class Demos:
     the states its normalizer is fitted to, and how the recording went."""
 
     batch: dict[str, Any]
-    states: torch.Tensor
     env_steps: int
     episodes: int
     success: float
     seconds: float
+
+    @property
+    def states(self) -> torch.Tensor:
+        return self.batch["obs"]["state"]
 
 
 def check_expert(sim_env: str, action_mode: str) -> None:
@@ -82,6 +85,4 @@ def record(
         )
     states = demo_set.obs["state"].float()
     batch = {"obs": state_obs(states, instruction), "actions": demo_set.actions, "mask": demo_set.mask}
-    return Demos(
-        batch, states, rollouts.env_steps, rollouts.episodes, rollouts.success_rate, time.monotonic() - t0
-    )
+    return Demos(batch, rollouts.env_steps, rollouts.episodes, rollouts.success_rate, time.monotonic() - t0)

@@ -130,8 +130,12 @@ class TeleopLink:
         self.counts["intervened"] += 1
         return np.asarray(cmd.action, np.float32)
 
+    def _within(self, seconds: float) -> bool:
+        """A command arrived and the newest is at most ``seconds`` old."""
+        return self._latest is not None and time.monotonic() - self._latest_at <= seconds
+
     def _fresh(self) -> bool:
-        return self._latest is not None and time.monotonic() - self._latest_at <= self.max_age_s
+        return self._within(self.max_age_s)
 
     def _attached(self) -> bool:
         """An operator that answers states and answered one within the last ``max(max_age_s,
@@ -139,8 +143,7 @@ class TeleopLink:
         ``max_age_s`` alone dropped it whenever two decisions were further apart than that, as
         they are on a busy machine, and its takeover then started a step late.)"""
         c = self._latest
-        window = max(self.max_age_s, self.reply_wait_s)
-        return c is not None and c.step >= 0 and time.monotonic() - self._latest_at <= window
+        return c is not None and c.step >= 0 and self._within(max(self.max_age_s, self.reply_wait_s))
 
     def _answers(self, episode: int, step: int) -> bool:
         c = self._latest

@@ -156,10 +156,10 @@ class ActorTrainer:
         """One optimizer step on this rank's shard (the same size on every rank). ``objective``: a
         registry name used for this step instead of the trainer's own (the job's warm start clones
         demonstrations with ``sft`` into a PPO actor)."""
-        from rlinf_robot.algorithms import get_objective
-
         fn, kw = self.objective, self.objective_cfg
         if objective is not None:
+            from rlinf_robot.algorithms import get_objective
+
             fn, kw = get_objective(objective), dict(objective_cfg or {})
         self.module.train()
         B = batch_len(shard)

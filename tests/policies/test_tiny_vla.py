@@ -198,6 +198,17 @@ def test_keypoint_encoder_finds_a_blob_and_pooled_text_round_trip(point_env, tmp
         )
 
 
+def reloaded(pol, obs, path):
+    """``pol`` saved to ``path`` and loaded back; asserts the copy acts exactly as ``pol`` on ``obs``."""
+    pol.save_pretrained(path)
+    loaded = policies.get("tiny_vla").from_pretrained(path)
+    np.testing.assert_array_equal(
+        loaded.predict_action_batch(obs, deterministic=True).actions,
+        pol.predict_action_batch(obs, deterministic=True).actions,
+    )
+    return loaded
+
+
 def test_the_point_path_carries_where_the_points_are_to_the_actions(point_env, tmp_path):
     """``point_path``: every camera's keypoint coordinates and the proprio reach the action queries
     through an MLP as well. Moving a point moves the actions through that path alone (the tokens'
@@ -223,13 +234,7 @@ def test_the_point_path_carries_where_the_points_are_to_the_actions(point_env, t
     assert (moved - base).abs().max() > 1e-5
     moved.sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.point_mlp.parameters())
-    pol.save_pretrained(tmp_path)
-    loaded = policies.get("tiny_vla").from_pretrained(tmp_path)
-    assert loaded.model.config.point_path
-    np.testing.assert_array_equal(
-        loaded.predict_action_batch(obs, deterministic=True).actions,
-        pol.predict_action_batch(obs, deterministic=True).actions,
-    )
+    assert reloaded(pol, obs, tmp_path).model.config.point_path
     with pytest.raises(ValueError, match="point_path needs vision_encoder='keypoints'"):
         policies.make(
             "tiny_vla", action_spec=point_env.action_spec, obs_spec=point_env.obs_spec, point_path=True
@@ -263,13 +268,7 @@ def test_the_aux_path_acts_from_its_estimate_and_learns_it_only_from_the_aux_los
         base = pol({"obs": obs})["mean"]
         model.aux_mlp[-1].bias.add_(1.0)
         assert (pol({"obs": obs})["mean"] - base).abs().max() > 1e-5
-    pol.save_pretrained(tmp_path)
-    loaded = policies.get("tiny_vla").from_pretrained(tmp_path)
-    assert loaded.model.config.aux_path
-    np.testing.assert_array_equal(
-        loaded.predict_action_batch(obs, deterministic=True).actions,
-        pol.predict_action_batch(obs, deterministic=True).actions,
-    )
+    assert reloaded(pol, obs, tmp_path).model.config.aux_path
     with pytest.raises(ValueError, match="aux_path needs"):
         policies.make(
             "tiny_vla", action_spec=point_env.action_spec, obs_spec=point_env.obs_spec,
