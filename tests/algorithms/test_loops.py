@@ -138,6 +138,24 @@ def test_sft_then_grpo_groups_share_starts():
     assert batch.advantages.shape == batch.log_prob.shape == batch.mask.shape
 
 
+def test_sft_cosine_schedule_takes_the_rate_from_lr_to_zero():
+    env = PointReachEnv(4, seed=0)
+    pol = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, obs_norm=False)
+    demos = collect_demos(env, lambda o: env.expert_actions(), 30, chunk_size=1)
+    rows = []
+    losses = train_sft(
+        pol, demos, SFTConfig(epochs=6, batch_size=16, lr=1e-2, lr_schedule="cosine"), log=rows.append
+    )
+    rates = [r["lr"] for r in rows]
+    assert rates == sorted(rates, reverse=True) and rates[0] > 0.8e-2 and rates[-1] < 0.05e-2, rates
+    assert losses[-1] < losses[0]
+    flat = []
+    train_sft(pol, demos, SFTConfig(epochs=2, batch_size=16, lr=1e-2), log=flat.append)
+    assert [r["lr"] for r in flat] == [1e-2, 1e-2]
+    with pytest.raises(ConfigError, match="sft.lr_schedule"):
+        SFTConfig(lr_schedule="linear-ish")
+
+
 def test_loop_config_errors():
     with pytest.raises(ConfigError, match="num_min"):
         SACConfig(num_critics=2, num_min=3)

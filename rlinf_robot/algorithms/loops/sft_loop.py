@@ -7,6 +7,7 @@ episode). The policy's ``forward`` gives its chunk ``mean`` in normalized space;
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,10 +69,24 @@ class SFTConfig:
     #: repeated, as DrQ and robomimic's crop randomizer): a few thousand demo frames are too few for
     #: an image encoder not to memorize where things sit to the pixel; 0: off
     image_shift: int = 0
+    #: "constant", or "cosine": the learning rate falls from ``lr`` to 0 along a half cosine over
+    #: the run's steps (a constant rate leaves the clone jittering around the demos' mean action)
+    lr_schedule: str = "constant"
 
     def __post_init__(self):
         if not (isinstance(self.image_shift, int) and self.image_shift >= 0):
             raise ConfigError(f"sft.image_shift must be an int >= 0, got {self.image_shift!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(
+                f"sft.lr_schedule must be one of {sorted(LR_SCHEDULES)}, got {self.lr_schedule!r}"
+            )
+
+
+#: learning-rate factor at ``progress`` (0 at the first step, 1 after the last)
+LR_SCHEDULES: dict[str, Callable[[float], float]] = {
+    "constant": lambda progress: 1.0,
+    "cosine": lambda progress: 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))),
+}
 
 
 def train_sft(
@@ -84,6 +99,9 @@ def train_sft(
         policy.update_obs_norm(demos.obs["state"])
     target = policy.normalize_actions(demos.actions)
     aux = _standardized(demos.aux) if cfg.aux_coef > 0 and demos.aux is not None else None
+    factor = LR_SCHEDULES[cfg.lr_schedule]
+    per_epoch = -(-len(demos) // cfg.batch_size)
+    total_steps, step = max(1, cfg.epochs * per_epoch), 0
     losses = []
     for epoch in range(cfg.epochs):
         t0 = time.perf_counter()
@@ -105,6 +123,9 @@ def train_sft(
                 aux_loss = _aux_loss(out, aux[idx])
                 aux_total += aux_loss.item() * len(idx)
                 loss = loss + cfg.aux_coef * aux_loss
+            for group in opt.param_groups:
+                group["lr"] = cfg.lr * factor(step / total_steps)
+            step += 1
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
@@ -118,6 +139,7 @@ def train_sft(
                     "sft_loss": losses[-1],
                     **({"aux_loss": aux_total / count} if aux is not None else {}),
                     "samples_per_s": count / (time.perf_counter() - t0),
+                    "lr": opt.param_groups[0]["lr"],  # at the epoch's last step
                 }
             )
     return losses
