@@ -13,7 +13,7 @@ The same plan drives the simulated scene in the tests and the arm in a real sess
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +75,37 @@ def _accept(q, prev, limits) -> bool:
     return bool(inside and path_is_safe(prev, q, limits))
 
 
+def _plan(
+    propose: Callable[[], tuple[np.ndarray, np.ndarray]],
+    start: np.ndarray,
+    n_poses: int,
+    max_tries: int,
+    limits: SafetyLimits,
+    camera_matrix: np.ndarray,
+    image_size: tuple[int, int],
+) -> PosePlan:
+    """Draw ``propose() -> (TCP pose, board corners in the camera frame)`` until ``n_poses`` are
+    reachable from the previous pose, keep the whole board in view (4 % margin) and a safe path,
+    or ``max_tries`` draws are spent."""
+    joints, tcps, prev, rejected = [], [], np.asarray(start, float), 0
+    for _ in range(max_tries):
+        if len(joints) >= n_poses:
+            break
+        target, pts_cam = propose()
+        q = joints_for(target, prev, limits)
+        if (
+            q is None
+            or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04)
+            or not _accept(q, prev, limits)
+        ):
+            rejected += 1
+            continue
+        joints.append(q)
+        tcps.append(forward_kinematics(q, limits.tcp_offset))
+        prev = q
+    return PosePlan(joints, tcps, rejected)
+
+
 def plan_eye_in_hand(
     board_in_base: np.ndarray,
     board_corners: np.ndarray,
@@ -96,29 +127,17 @@ def plan_eye_in_hand(
     centre = corners_base.mean(axis=0)
     normal = -board_in_base[:3, 2]  # board z points into the board; the camera sits on the other side
     tcp_in_cam = np.linalg.inv(cam_in_tcp)
-    joints, tcps, prev, rejected = [], [], np.asarray(start, float), 0
-    for _ in range(max_tries):
-        if len(joints) >= n_poses:
-            break
+
+    def propose() -> tuple[np.ndarray, np.ndarray]:
         tilt, azim = rng.uniform(5, max_tilt_deg), rng.uniform(0, 360)
         axis = rot(normal, azim) @ _perpendicular(normal)
         eye = centre + rot(axis, tilt) @ normal * rng.uniform(*distance)
         cam = look_at(eye, centre + rng.normal(0, 0.02, 3), up=_perpendicular(normal))
         cam[:3, :3] = cam[:3, :3] @ rot([0, 0, 1], rng.uniform(-40, 40))
-        target = cam @ tcp_in_cam
-        q = joints_for(target, prev, limits)
         pts_cam = (np.linalg.inv(cam) @ np.c_[corners_base, np.ones(len(corners_base))].T).T[:, :3]
-        if (
-            q is None
-            or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04)
-            or not _accept(q, prev, limits)
-        ):
-            rejected += 1
-            continue
-        joints.append(q)
-        tcps.append(forward_kinematics(q, limits.tcp_offset))
-        prev = q
-    return PosePlan(joints, tcps, rejected)
+        return cam @ tcp_in_cam, pts_cam
+
+    return _plan(propose, start, n_poses, max_tries, limits, camera_matrix, image_size)
 
 
 def plan_eye_to_hand(
@@ -145,10 +164,8 @@ def plan_eye_to_hand(
     to_cam = cam_in_base[:3, 3] - centre
     to_cam /= np.linalg.norm(to_cam)
     local = np.c_[board_corners, np.ones(len(board_corners))].T
-    joints, tcps, prev, rejected = [], [], np.asarray(start, float), 0
-    for _ in range(max_tries):
-        if len(joints) >= n_poses:
-            break
+
+    def propose() -> tuple[np.ndarray, np.ndarray]:
         # Board frame: z into the board, so z must point away from the camera (board faces it).
         board = look_at(centre + rng.uniform(-spread, spread, 3), centre - to_cam)
         board[:3, 3] = centre + rng.uniform(-spread, spread, 3)
@@ -158,20 +175,9 @@ def plan_eye_to_hand(
             @ board[:3, :3]
             @ rot([0, 0, 1], rng.uniform(-30, 30))
         )
-        target = board @ tcp_in_board
-        q = joints_for(target, prev, limits)
-        pts_cam = (base_in_cam @ board @ local).T[:, :3]
-        if (
-            q is None
-            or not _projects_inside(pts_cam, camera_matrix, image_size, 0.04)
-            or not _accept(q, prev, limits)
-        ):
-            rejected += 1
-            continue
-        joints.append(q)
-        tcps.append(forward_kinematics(q, limits.tcp_offset))
-        prev = q
-    return PosePlan(joints, tcps, rejected)
+        return board @ tcp_in_board, (base_in_cam @ board @ local).T[:, :3]
+
+    return _plan(propose, start, n_poses, max_tries, limits, camera_matrix, image_size)
 
 
 def _perpendicular(v: np.ndarray) -> np.ndarray:
