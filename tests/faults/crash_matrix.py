@@ -38,6 +38,7 @@ from tests.support.hybrid_run import (
     hybrid_overrides,
     lease_free,
     metrics_rows,
+    resume_for_two_updates,
     robot_pc_config,
     wait_for,
 )
@@ -255,34 +256,15 @@ class CrashMatrix:
             self.pids[target] = int(m.group(1))
 
     def _resume(self, run: Path, case_dir: Path) -> int:
-        latest = (run / "checkpoints" / "latest").read_text().strip()
-        checkpoint = json.loads((run / "checkpoints" / latest / "state.json").read_text())["update"]
-        before = len(metrics_rows(run))
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "rlinf_robot.cli",
-                "train",
-                "--resume",
-                str(run),
-                "budget.updates=2",
-                "budget.wall_s=900",
-                "eval.arm_episodes=1",
-                "run.progress=false",
-            ],  # fmt: skip
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            env=self.env,
+        res = resume_for_two_updates(run, self.env)
+        (case_dir / "resume.log").write_text(res.out.stdout + res.out.stderr)
+        assert res.out.returncode == 0, (
+            f"resume exited {res.out.returncode}\n{(res.out.stdout + res.out.stderr)[-2000:]}"
         )
-        (case_dir / "resume.log").write_text(out.stdout + out.stderr)
-        assert out.returncode == 0, f"resume exited {out.returncode}\n{(out.stdout + out.stderr)[-2000:]}"
-        resumed = sorted({r["update"] for r in metrics_rows(run)[before:]})
-        assert resumed == [checkpoint + 1, checkpoint + 2], (
-            f"resumed updates {resumed} after checkpoint {checkpoint}"
+        assert res.updates == [res.checkpoint + 1, res.checkpoint + 2], (
+            f"resumed updates {res.updates} after checkpoint {res.checkpoint}"
         )
-        return checkpoint
+        return res.checkpoint
 
     def _check_datasets(self, run: Path, res: CaseResult) -> None:
         from rlinf_robot.data.lerobot_writer import repair

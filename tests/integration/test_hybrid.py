@@ -34,6 +34,7 @@ from tests.support.hybrid_run import (
     hybrid_overrides,
     lease_free,
     metrics_rows,
+    resume_for_two_updates,
     robot_pc_config,
     wait_for,
 )
@@ -303,35 +304,15 @@ def test_kill_9_of_the_driver_leaves_the_arm_holding_and_resume_continues(robot_
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
         log.close()
-    latest = (run / "checkpoints" / "latest").read_text().strip()
-    checkpoint = json.loads((run / "checkpoints" / latest / "state.json").read_text())["update"]
-    before = len(metrics_rows(run))
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlinf_robot.cli",
-            "train",
-            "--resume",
-            str(run),
-            "budget.updates=2",
-            "budget.wall_s=900",
-            "eval.arm_episodes=1",
-            "run.progress=false",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env=env,
-    )
+    res = resume_for_two_updates(run, env)
+    out, checkpoint = res.out, res.checkpoint
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "resumed hybrid at update" in out.stdout
     # continued from the last checkpoint (every 3 updates: at most 3 behind the kill, or one ahead if
     # an update ended between reading the metrics and the kill), not from zero:
     # budget.updates=2 more updates, numbered on from the checkpoint's
     assert last_update - 3 <= checkpoint <= last_update + 1, (checkpoint, last_update)
-    resumed = sorted({r["update"] for r in metrics_rows(run)[before:]})
-    assert resumed == [checkpoint + 1, checkpoint + 2], (checkpoint, last_update, resumed)
+    assert res.updates == [checkpoint + 1, checkpoint + 2], (checkpoint, last_update, res.updates)
 
 
 def test_an_off_policy_hybrid_run_keeps_the_arms_transitions_in_their_own_replay(robot_pc, tmp_path):

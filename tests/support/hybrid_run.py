@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -86,6 +89,43 @@ def metrics_rows(run: Path) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class Resumed:
+    """What ``resume_for_two_updates`` saw: the checkpoint it resumed from, the command's output and
+    the update numbers the resumed run wrote."""
+
+    checkpoint: int
+    out: subprocess.CompletedProcess
+    updates: list[int]
+
+
+def resume_for_two_updates(run: Path, env: dict[str, str]) -> Resumed:
+    """``rlinf-robot train --resume run`` for two more updates (one arm evaluation episode), as a user
+    would after a crash: the last checkpoint's update, and which updates the resumed run wrote."""
+    latest = (run / "checkpoints" / "latest").read_text().strip()
+    checkpoint = json.loads((run / "checkpoints" / latest / "state.json").read_text())["update"]
+    before = len(metrics_rows(run))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlinf_robot.cli",
+            "train",
+            "--resume",
+            str(run),
+            "budget.updates=2",
+            "budget.wall_s=900",
+            "eval.arm_episodes=1",
+            "run.progress=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=env,
+    )
+    return Resumed(checkpoint, out, sorted({r["update"] for r in metrics_rows(run)[before:]}))
 
 
 def wait_for(what: str, predicate, timeout: float, diagnostics=lambda: "", alive=lambda: True):
