@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rlinf_robot.algorithms.reduce import masked_mean
 from rlinf_robot.algorithms.registry import register_advantage, register_loss
 
 
@@ -59,14 +60,12 @@ def grpo_loss(
     if ref_log_prob is not None and kl_coef > 0:
         kl = kl_k3(log_prob, ref_log_prob)
         per = per + kl_coef * kl
-    m = torch.ones_like(per) if mask is None else mask.to(per.dtype)
-    denom = m.sum().clamp_min(1.0)
-    loss = (per * m).sum() / denom
+    loss = masked_mean(per, mask)
     with torch.no_grad():
         stats = {
             "policy_loss": loss.detach(),
-            "kl_ref": (kl * m).sum() / denom,
-            "approx_kl": (((ratio - 1.0) - log_ratio) * m).sum() / denom,
-            "clip_fraction": (((ratio - 1.0).abs() > clip).to(per.dtype) * m).sum() / denom,
+            "kl_ref": masked_mean(kl, mask),
+            "approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),
+            "clip_fraction": masked_mean(((ratio - 1.0).abs() > clip).to(per.dtype), mask),
         }
     return loss, stats

@@ -13,6 +13,7 @@ from torch import Tensor
 from rlinf_robot.algorithms.grpo import grpo_loss
 from rlinf_robot.algorithms.offpolicy import decoupled_ppo_loss
 from rlinf_robot.algorithms.ppo import ppo_loss, value_loss
+from rlinf_robot.algorithms.reduce import masked_mean
 from rlinf_robot.algorithms.registry import register_objective
 from rlinf_robot.algorithms.sft import bc_loss, bc_nll_loss
 
@@ -93,7 +94,7 @@ def decoupled_ppo_objective(
         vl = value_loss(out["value"], batch["returns"], batch.get("value"), value_clip, mask=mask)
         loss = loss + vf_coef * vl
         stats["value_loss"] = vl.detach()
-    ent = out["entropy"].mean() if mask is None else (out["entropy"] * mask).sum() / mask.sum().clamp_min(1.0)
+    ent = masked_mean(out["entropy"], mask)
     if ent_coef:
         loss = loss - ent_coef * ent
     stats["entropy"] = ent.detach()
@@ -101,8 +102,7 @@ def decoupled_ppo_objective(
         # RLinf-Co's auxiliary loss: rows with ``bc_mask`` are demonstrations (``bc_target``, env
         # units), cloned by the policy's mean (L1 in the normalized space) beside the RL rows
         per = (out["mean"] - policy.normalize_actions(batch["bc_target"])).abs().flatten(1).mean(-1)
-        bm = batch["bc_mask"]
-        bc = (per * bm).sum() / bm.sum().clamp_min(1.0)
+        bc = masked_mean(per, batch["bc_mask"])
         loss = loss + bc_coef * bc
         stats["bc_loss"] = bc.detach()
     return loss, stats

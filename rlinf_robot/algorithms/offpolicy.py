@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rlinf_robot.algorithms.reduce import masked_mean
 from rlinf_robot.algorithms.registry import register_loss
 
 
@@ -53,14 +54,12 @@ def decoupled_ppo_loss(
     log_ratio = log_prob - proximal_log_prob
     ratio = log_ratio.exp()
     per = -w * torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
-    m = torch.ones_like(per) if mask is None else mask.to(per.dtype)
-    denom = m.sum().clamp_min(1.0)
-    loss = (per * m).sum() / denom
+    loss = masked_mean(per, mask)
     with torch.no_grad():
         stats = {
             "policy_loss": loss.detach(),
-            "mean_is_weight": (w * m).sum() / denom,
-            "approx_kl": (((ratio - 1.0) - log_ratio) * m).sum() / denom,
+            "mean_is_weight": masked_mean(w, mask),
+            "approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),
         }
     return loss, stats
 

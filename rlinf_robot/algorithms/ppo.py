@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rlinf_robot.algorithms.reduce import masked_mean
 from rlinf_robot.algorithms.registry import register_advantage, register_loss
 
 
@@ -83,10 +84,7 @@ def value_loss(
     if clip is not None and old_value is not None:
         clipped = (old_value + (value - old_value).clamp(-clip, clip) - returns) ** 2
         per = torch.max(per, clipped)
-    if mask is None:
-        return 0.5 * per.mean()
-    m = mask.to(per.dtype)
-    return 0.5 * (per * m).sum() / m.sum().clamp_min(1.0)
+    return 0.5 * masked_mean(per, mask)
 
 
 @register_loss("ppo")

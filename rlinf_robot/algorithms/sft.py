@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
+from rlinf_robot.algorithms.reduce import masked_mean
 from rlinf_robot.algorithms.registry import register_loss
 
 
@@ -25,10 +26,7 @@ def bc_loss(pred: Tensor, target: Tensor, mask: Tensor | None = None, kind: str 
         err = (pred - target) ** 2
     else:
         raise ValueError(f"kind must be 'l1' or 'mse', got {kind!r}")
-    if mask is None:
-        return err.mean()
-    m = mask.to(err.dtype).unsqueeze(-1).expand_as(err)
-    return (err * m).sum() / m.sum().clamp_min(1.0)
+    return masked_mean(err, None if mask is None else mask.unsqueeze(-1).expand_as(err))
 
 
 @register_loss("sft_nll")
