@@ -2,7 +2,8 @@
 
 Two uses: PPO/GRPO sample an unsquashed Gaussian and re-evaluate stored samples (the env clips to
 its bounds); SAC samples a tanh-squashed Gaussian with the reparameterization trick. Log-probs are
-chunk-level: summed over H and A (one decision per chunk).
+chunk-level: summed over H and A (one decision per chunk); ``dim_log_prob`` keeps them per action
+dimension for losses that take one ratio per dimension (GRPO's ``ratio="dim"``).
 """
 
 from __future__ import annotations
@@ -59,10 +60,14 @@ class ChunkGaussian:
 
     def log_prob(self, action: Tensor) -> Tensor:
         """Chunk log-prob [N] of a stored action (inverse-tanh'd when squashed, clamped for stability)."""
+        return self.dim_log_prob(action).sum(-1)
+
+    def dim_log_prob(self, action: Tensor) -> Tensor:
+        """Log-prob of every action dimension of every row [N, H * A]; their sum is ``log_prob``."""
         if not self.squash:
-            return self._gauss_log_prob(action).flatten(1).sum(-1)
+            return self._gauss_log_prob(action).flatten(1)
         u = torch.atanh(action.clamp(-1.0 + 1e-6, 1.0 - 1e-6))
-        return (self._gauss_log_prob(u) - self._squash_correction(u)).flatten(1).sum(-1)
+        return (self._gauss_log_prob(u) - self._squash_correction(u)).flatten(1)
 
     def entropy(self) -> Tensor:
         """H = sum (log sigma + (1 + log 2 pi) / 2) [N] (of the unsquashed Gaussian)."""

@@ -123,7 +123,8 @@ class MLPPolicy(BasePolicy):
         dist, x = self.distribution(state)
         out = {"mean": torch.tanh(dist.mean) if self.squash else dist.mean, "entropy": dist.entropy()}
         if batch.get("raw_actions") is not None:
-            out["log_prob"] = dist.scaled(batch.get("noise_scale")).log_prob(batch["raw_actions"])
+            per_dim = dist.scaled(batch.get("noise_scale")).dim_log_prob(batch["raw_actions"])
+            out["dim_log_prob"], out["log_prob"] = per_dim, per_dim.sum(-1)
         if self.critic is not None:
             out["value"] = self.critic(x).sum(-1)  # [B] (not a view: FSDP2 hooks outputs)
         return out

@@ -157,7 +157,8 @@ class TinyVLAPolicy(BasePolicy):
         if model_out.aux is not None:
             out["aux"] = model_out.aux
         if batch.get("raw_actions") is not None:
-            out["log_prob"] = dist.scaled(batch.get("noise_scale")).log_prob(batch["raw_actions"])
+            per_dim = dist.scaled(batch.get("noise_scale")).dim_log_prob(batch["raw_actions"])
+            out["dim_log_prob"], out["log_prob"] = per_dim, per_dim.sum(-1)
         return out
 
     @torch.no_grad()

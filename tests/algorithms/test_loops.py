@@ -138,6 +138,29 @@ def test_sft_then_grpo_groups_share_starts():
     assert batch.advantages.shape == batch.log_prob.shape == batch.mask.shape
 
 
+def test_grpo_per_dimension_ratios_start_at_one_and_sum_to_the_chunks():
+    from rlinf_robot.algorithms.loops.grpo_loop import grpo_update
+
+    env = PointReachEnv(8, seed=0)
+    torch.manual_seed(0)
+    pol = policies.make(
+        "mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, chunk_size=2, obs_norm=False
+    )
+    cfg = GRPOConfig(
+        group_size=4, max_decisions=5, epochs=1, minibatch_size=4096, reward="return", ratio="dim"
+    )
+    batch = collect_groups(env, pol, seed=1, cfg=cfg)
+    out = pol({"obs": batch.obs, "raw_actions": batch.raw_actions})
+    assert out["dim_log_prob"].shape == (len(batch.log_prob), 2 * env.action_spec.shape[0])
+    torch.testing.assert_close(out["dim_log_prob"].sum(-1), out["log_prob"])
+    torch.testing.assert_close(out["log_prob"], batch.log_prob)  # what the policy acted with
+    opt = torch.optim.Adam(pol.parameters(), lr=1e-3)
+    stats = grpo_update(pol, None, opt, batch, cfg)  # one step: its stats are from before it
+    assert stats["decisions"] > 0 and stats["approx_kl"] < 1e-6 and stats["clip_fraction"] == 0.0, stats
+    with pytest.raises(ConfigError, match="grpo.ratio"):
+        GRPOConfig(ratio="token")
+
+
 def test_sft_cosine_schedule_takes_the_rate_from_lr_to_zero():
     env = PointReachEnv(4, seed=0)
     pol = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, obs_norm=False)

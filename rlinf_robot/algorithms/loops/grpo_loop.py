@@ -19,6 +19,7 @@ from rlinf_robot.algorithms.grpo import group_relative_advantages, grpo_loss
 from rlinf_robot.algorithms.loops.ppo_loop import TrainResult
 from rlinf_robot.algorithms.loops.rollout import env_step, episode_success, flatten_obs, stack_obs, take_obs
 from rlinf_robot.envs.spec import BatchedEnv
+from rlinf_robot.errors import ConfigError
 
 
 @dataclass
@@ -32,6 +33,15 @@ class GRPOConfig:
     kl_coef: float = 0.0  # KL to the policy at the start of fine-tuning
     reward: str = "success"  # "success" (outcome) or "return" (episode return)
     max_grad_norm: float = 1.0
+    #: "chunk": one clipped ratio per decision, of the whole chunk's log-prob (the H x A dims
+    #: together); "dim": one per action dimension of the chunk, as language-model GRPO takes one per
+    #: token. A chunk's joint ratio moves ~sqrt(H x A) times as far as one dimension's for the same
+    #: change of the mean, so at a narrow std nearly every chunk clips while the mean hardly moves.
+    ratio: str = "chunk"
+
+    def __post_init__(self):
+        if self.ratio not in ("chunk", "dim"):
+            raise ConfigError(f"grpo.ratio must be 'chunk' or 'dim', got {self.ratio!r}")
 
 
 @dataclass
@@ -80,12 +90,32 @@ def collect_groups(env: BatchedEnv, policy, seed: int, cfg: GRPOConfig) -> Group
     )
 
 
+@torch.no_grad()
+def _dim_log_probs(policy, batch: GroupBatch, rows: torch.Tensor, minibatch_size: int) -> torch.Tensor:
+    """The behaviour policy's log-prob of every action dimension of ``rows`` [T, H * A] (zeros
+    elsewhere). The update runs right after collection, so the policy still is the one that acted."""
+    out = None
+    for start in range(0, len(rows), minibatch_size):
+        idx = rows[start : start + minibatch_size]
+        per_dim = policy({"obs": take_obs(batch.obs, idx), "raw_actions": batch.raw_actions[idx]})
+        if "dim_log_prob" not in per_dim:
+            raise ConfigError(
+                f"grpo.ratio='dim' needs a policy with per-dimension log-probs; {type(policy).__name__} has none"
+            )
+        if out is None:
+            out = torch.zeros(len(batch.log_prob), per_dim["dim_log_prob"].shape[-1])
+        out[idx] = per_dim["dim_log_prob"]
+    return out
+
+
 def grpo_update(policy, ref_policy, optimizer, batch: GroupBatch, cfg: GRPOConfig, generator=None) -> dict:
     """Clipped-ratio epochs over the decisions that carry signal (alive, non-zero advantage)."""
     keep = torch.nonzero(batch.mask & (batch.advantages != 0)).flatten()
     stats: dict[str, float] = {"decisions": float(len(keep))}
     if len(keep) == 0:
         return stats
+    key = "log_prob" if cfg.ratio == "chunk" else "dim_log_prob"
+    old = batch.log_prob if cfg.ratio == "chunk" else _dim_log_probs(policy, batch, keep, cfg.minibatch_size)
     for _ in range(cfg.epochs):
         perm = keep[torch.randperm(len(keep), generator=generator)]
         for start in range(0, len(perm), cfg.minibatch_size):
@@ -95,11 +125,12 @@ def grpo_update(policy, ref_policy, optimizer, batch: GroupBatch, cfg: GRPOConfi
             ref_logp = None
             if ref_policy is not None and cfg.kl_coef > 0:
                 with torch.no_grad():
-                    ref_logp = ref_policy({"obs": mb_obs, "raw_actions": batch.raw_actions[idx]})["log_prob"]
+                    ref_logp = ref_policy({"obs": mb_obs, "raw_actions": batch.raw_actions[idx]})[key]
+            advantages = batch.advantages[idx]
             loss, st = grpo_loss(
-                out["log_prob"],
-                batch.log_prob[idx],
-                batch.advantages[idx],
+                out[key],
+                old[idx],
+                advantages if cfg.ratio == "chunk" else advantages[:, None].expand_as(out[key]),
                 clip=cfg.clip,
                 ref_log_prob=ref_logp,
                 kl_coef=cfg.kl_coef,
