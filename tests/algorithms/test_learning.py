@@ -6,7 +6,8 @@ then learns to hover just outside the success radius). Success = inside the radi
 
 Push and lift: the registered recipes (``rlinf_robot.algorithms.recipes``) on a CI budget, scored at
 the time limit as well (the block must still be on the target / in the air when the episode ends),
-each next to a random policy's success on the same held-out episodes.
+each next to a random policy's success on the same held-out episodes. The multi-task pixel VLA
+(``vla_pixels``: one model, three tasks, cameras and instruction) the same way.
 """
 
 from __future__ import annotations
