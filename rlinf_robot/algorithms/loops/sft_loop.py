@@ -70,7 +70,8 @@ class SFTConfig:
     #: an image encoder not to memorize where things sit to the pixel; 0: off
     image_shift: int = 0
     #: "constant", or "cosine": the learning rate falls from ``lr`` to 0 along a half cosine over
-    #: the run's steps (a constant rate leaves the clone jittering around the demos' mean action)
+    #: the run's steps, so the last epochs settle the clone instead of following each minibatch's
+    #: noise (vla_pixels: docs/learning.md)
     lr_schedule: str = "constant"
 
     def __post_init__(self):
