@@ -75,7 +75,14 @@ def _raw_attempt(endpoint: str, curve: CurveClientKeys | None) -> list:
                 actions=np.full((2, 7), 0.05, np.float32),
             ),
         ):
-            sock.send_multipart(encode(msg))
+            # A refused handshake can take the DEALER's only pipe away between two sends, and a
+            # DEALER with no pipe blocks in send: what cannot be sent within a second is not sent.
+            try:
+                if not sock.poll(1000, zmq.POLLOUT):
+                    break
+                sock.send_multipart(encode(msg), zmq.NOBLOCK)
+            except zmq.Again:
+                break
         got = []
         while sock.poll(700):
             got.append(sock.recv_multipart())

@@ -205,12 +205,18 @@ class WireClient:
                     return m
             left = deadline - time.monotonic()
             if left <= 0:
-                seen = [
-                    (m["type"], m.get("code") or m.get("state") or m.get("seq"))
-                    for m in list(self.inbox)[-12:]
-                ]
-                raise AssertionError(f"no {what} within {timeout:g} s; last received: {seen}")
+                raise AssertionError(f"no {what} within {timeout:g} s; {self.describe_inbox()}")
             self.pump(min(left, 0.05))
+
+    def describe_inbox(self) -> str:
+        """What a failed wait saw: the last 20 errors and statuses in full (they say why a chunk did
+        not run), the last 12 messages in brief and the newest observation's chunk fields."""
+        msgs = list(self.inbox)
+        others = [m for m in msgs if m["type"] not in ("observation", "heartbeat")][-20:]
+        last = [(m["type"], m.get("code") or m.get("state") or m.get("seq")) for m in msgs[-12:]]
+        obs = [m for m in msgs if m["type"] == "observation"]
+        chunk = {k: obs[-1].get(k) for k in ("seq", "chunk_seq", "chunk_report", "state")} if obs else None
+        return f"last received: {last}; other than observations: {others}; newest observation: {chunk}"
 
     def maybe(self, pred: Callable[[dict], bool], timeout: float) -> dict | None:
         try:
