@@ -252,7 +252,8 @@ class Recipe:
         """The envs a trained policy is scored on, each on its own held-out episodes."""
         return (self.env,)
 
-    def make_eval_env(self, name: str):
+    def make_eval_env(self, name: str, images: bool = True):
+        """``images=False``: the same held-out episodes for a policy that reads no observation."""
         return self.make_env(self.eval_envs)
 
     def evaluate_by_task(self, policy) -> dict[str, float]:
@@ -262,15 +263,16 @@ class Recipe:
     def random_success(self, seed: int = 0) -> float:
         """A uniform random policy's success on the same held-out episodes: the floor to clear
         (per task: the highest of the tasks')."""
-        return max(self._evaluate_each(lambda env: _UniformPolicy(env.action_spec, seed)).values())
+        uniform = self._evaluate_each(lambda env: _UniformPolicy(env.action_spec, seed), images=False)
+        return max(uniform.values())
 
-    def _evaluate_each(self, policy_for: Callable[[Any], Any]) -> dict[str, float]:
+    def _evaluate_each(self, policy_for: Callable[[Any], Any], images: bool = True) -> dict[str, float]:
         """``{env name: success}`` of ``policy_for(env)`` on each eval env's held-out episodes."""
         from rlinf_robot.algorithms.loops.evaluate import evaluate
 
         out = {}
         for name in self.eval_env_names():
-            env = self.make_eval_env(name)
+            env = self.make_eval_env(name, images)
             try:
                 out[name] = evaluate(env, policy_for(env), self.eval_episodes, seed=self.eval_seed)
             finally:
@@ -518,10 +520,11 @@ class VLARecipe(_Demos, Recipe):
             "cameras": self.cameras,
         }
 
-    def _part(self, name: str, num_envs: int):
+    def _part(self, name: str, num_envs: int, images: bool = True):
         import sim
 
-        return sim.make(name, num_envs=num_envs, **self.env_options())
+        options = self.env_options() if images else {**self.env_options(), "image_size": 0}
+        return sim.make(name, num_envs=num_envs, **options)
 
     def make_env(self, num_envs: int | None = None):
         from rlinf_robot.envs.multitask import MultiTaskEnv
@@ -532,8 +535,8 @@ class VLARecipe(_Demos, Recipe):
     def eval_env_names(self) -> tuple[str, ...]:
         return self.tasks
 
-    def make_eval_env(self, name: str):
-        return self._part(name, self.eval_envs)
+    def make_eval_env(self, name: str, images: bool = True):
+        return self._part(name, self.eval_envs, images)
 
     def policy_kwargs(self) -> dict[str, Any]:
         from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS

@@ -161,6 +161,22 @@ def test_grpo_per_dimension_ratios_start_at_one_and_sum_to_the_chunks():
         GRPOConfig(ratio="token")
 
 
+def test_grpo_progress_outcome_ranks_failures_by_how_close_they_ended_below_any_success():
+    from rlinf_robot.algorithms.grpo import group_relative_advantages
+    from rlinf_robot.algorithms.loops.grpo_loop import OUTCOMES
+
+    won = np.array([True, False, False, True])
+    ret = np.array([3.0, 20.0, 5.0, 1.0])  # the slow failure summed the most reward
+    last = np.array([0.9, 0.2, 0.8, 0.95])
+    score = OUTCOMES["progress"](won, ret, last)
+    np.testing.assert_allclose(score, [1.0, 0.1, 0.4, 1.0])
+    adv = group_relative_advantages(torch.as_tensor(score)[None])[0]
+    assert adv[0] == adv[3] > adv[2] > adv[1]  # both wins alike, the nearer failure above the farther
+    assert OUTCOMES["return"](won, ret, last)[1] == 20.0  # what "progress" is there to avoid
+    with pytest.raises(ConfigError, match="grpo.reward"):
+        GRPOConfig(reward="dense")
+
+
 def test_sft_cosine_schedule_takes_the_rate_from_lr_to_zero():
     env = PointReachEnv(4, seed=0)
     pol = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, obs_norm=False)

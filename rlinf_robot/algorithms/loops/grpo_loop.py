@@ -21,6 +21,14 @@ from rlinf_robot.algorithms.loops.rollout import env_step, episode_success, flat
 from rlinf_robot.envs.spec import BatchedEnv
 from rlinf_robot.errors import ConfigError
 
+#: an episode's score for group ranking, from (won, summed reward, last step's reward), each [N]
+OUTCOMES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
+    "success": lambda won, ret, last: won.astype(np.float32),
+    "return": lambda won, ret, last: ret.astype(np.float32),
+    # with terminate-on-success a summed dense reward pays for dawdling; the final one does not
+    "progress": lambda won, ret, last: np.where(won, 1.0, 0.5 * last).astype(np.float32),
+}
+
 
 @dataclass
 class GRPOConfig:
@@ -31,7 +39,10 @@ class GRPOConfig:
     lr: float = 1e-4
     clip: float = 0.2
     kl_coef: float = 0.0  # KL to the policy at the start of fine-tuning
-    reward: str = "success"  # "success" (outcome) or "return" (episode return)
+    #: what a group ranks its episodes by (``OUTCOMES``): "success" (the binary outcome), "return"
+    #: (the episode's summed reward) or "progress" (1 on success, else half the task's dense reward
+    #: at the episode's last step: failures ranked by how close they ended, never above a success)
+    reward: str = "success"
     max_grad_norm: float = 1.0
     #: "chunk": one clipped ratio per decision, of the whole chunk's log-prob (the H x A dims
     #: together); "dim": one per action dimension of the chunk, as language-model GRPO takes one per
@@ -40,6 +51,8 @@ class GRPOConfig:
     ratio: str = "chunk"
 
     def __post_init__(self):
+        if self.reward not in OUTCOMES:
+            raise ConfigError(f"grpo.reward must be one of {sorted(OUTCOMES)}, got {self.reward!r}")
         if self.ratio not in ("chunk", "dim"):
             raise ConfigError(f"grpo.ratio must be 'chunk' or 'dim', got {self.ratio!r}")
 
@@ -61,7 +74,7 @@ def collect_groups(env: BatchedEnv, policy, seed: int, cfg: GRPOConfig) -> Group
     for g in range(cfg.group_size):
         obs = env.reset(seed=seed)
         alive = np.ones(N, bool)
-        ret, won = np.zeros(N), np.zeros(N, bool)
+        ret, last, won = np.zeros(N), np.zeros(N), np.zeros(N, bool)
         for _ in range(cfg.max_decisions):
             out = policy.predict_action_batch(obs)
             obs_l.append(obs)
@@ -72,11 +85,12 @@ def collect_groups(env: BatchedEnv, policy, seed: int, cfg: GRPOConfig) -> Group
             obs, r, term, trunc, info = env_step(env, out.actions)
             done = term | trunc
             ret += np.where(alive, r, 0.0)
+            last = np.where(alive, r, last)
             won |= episode_success(info, term, trunc) & alive & done
             alive &= ~done
             if not alive.any():
                 break
-        outcomes.append(won.astype(np.float32) if cfg.reward == "success" else ret.astype(np.float32))
+        outcomes.append(OUTCOMES[cfg.reward](won, ret, last))
         succ.append(won.mean())
     adv_ng = group_relative_advantages(torch.as_tensor(np.stack(outcomes, 1)))  # [N, G]
     adv = torch.stack([adv_ng[:, g] for g in rep_l])  # [T_total, N]
