@@ -334,7 +334,11 @@ class RealEnvWorker(Worker):
                 log.debug("closing the real env: %s", e)
 
     def _lost(self, e: Exception) -> None:
-        self.last_error = f"{type(e).__name__}: {e}"
+        error = f"{type(e).__name__}: {e}"
+        if type(e).__name__ == "Latched" and error != self.last_error:
+            # it does not clear by itself: say so once, not at every retry
+            log.warning("%s; real episodes wait for an operator's reset (franka_node's reset service)", e)
+        self.last_error = error
         self.state = "unavailable"
         self.counts["reconnects"] += 1
         partial = getattr(self, "_partial", None)
