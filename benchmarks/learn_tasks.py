@@ -13,6 +13,7 @@ machine-readable: RESULT learn_tasks ours=<worst success> peer=0.80 ratio=<ours/
 
     python benchmarks/learn_tasks.py                       # push_sft, lift_sft, seed 0
     python benchmarks/learn_tasks.py --recipes reach_ppo push_sft --seeds 0 1 2
+    python benchmarks/learn_tasks.py --recipes vla_pixels --eval-episodes 256   # a tighter score
 """
 
 from __future__ import annotations
@@ -37,13 +38,18 @@ def main() -> None:
     parser.add_argument("--recipes", nargs="+", default=["push_sft", "lift_sft"], choices=available_recipes())
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--budget", type=float, default=900.0, help="wall-time budget per run, s")
+    parser.add_argument(
+        "--eval-episodes", type=int, default=None, help="held-out episodes per task (default: the recipe's)"
+    )
     parser.add_argument("--verbose", action="store_true", help="print every logged training entry")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
     rows, worst = [], 1.0
     for name in args.recipes:
-        recipe = get_recipe(name)
+        recipe = get_recipe(
+            name, **({} if args.eval_episodes is None else {"eval_episodes": args.eval_episodes})
+        )
         random_success = recipe.random_success()
         for seed in args.seeds:
             res = recipe.run(seed=seed, budget_s=args.budget, log=print if args.verbose else None)
