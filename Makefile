@@ -60,7 +60,7 @@ demo: setup
 	@$(VENV)/bin/rlinf-robot demo
 
 test: setup
-	@bash tools/run_tests.sh $(PY) --durations=25
+	@bash tools/run_suite.sh $(PY) --durations=25
 
 test-fast: setup
 	@bash tools/run_tests.sh $(PY) -m "not slow"
