@@ -153,6 +153,9 @@ class Recipe:
     eval_episodes: int = 64
     eval_envs: int = 16
     eval_seed: int = 999
+    #: evaluation's receding horizon: run the first ``execute_rows`` rows of each predicted chunk, then
+    #: predict again (``loops.evaluate``); None runs whole chunks
+    execute_rows: int | None = None
 
     def __post_init__(self):
         self.hidden = tuple(self.hidden)
@@ -160,6 +163,13 @@ class Recipe:
             value = getattr(self, key)
             if not (isinstance(value, int) and value >= 1):
                 raise ConfigError(f"recipe {self.name}: {key} must be an int >= 1, got {value!r}")
+        if self.execute_rows is not None and not (
+            isinstance(self.execute_rows, int) and 1 <= self.execute_rows <= self.chunk_size
+        ):
+            raise ConfigError(
+                f"recipe {self.name}: execute_rows must be None or an int in [1, chunk_size={self.chunk_size}],"
+                f" got {self.execute_rows!r}"
+            )
         if not self.hidden or not all(isinstance(h, int) and h >= 1 for h in self.hidden):
             raise ConfigError(
                 f"recipe {self.name}: hidden must be positive layer widths, got {self.hidden!r}"
@@ -274,7 +284,13 @@ class Recipe:
         for name in self.eval_env_names():
             env = self.make_eval_env(name, images)
             try:
-                out[name] = evaluate(env, policy_for(env), self.eval_episodes, seed=self.eval_seed)
+                out[name] = evaluate(
+                    env,
+                    policy_for(env),
+                    self.eval_episodes,
+                    seed=self.eval_seed,
+                    execute_rows=self.execute_rows,
+                )
             finally:
                 env.close()
         return out

@@ -54,6 +54,26 @@ def test_episode_success_of_a_chunk_is_the_state_that_ended_it():
     assert tracker.success_rate() == 0.5
 
 
+class _FirstRowRight:
+    """A 4-row chunk whose first row steps towards the goal and whose later rows drift 2 cm a row
+    along x: right only if the policy looks again after the first row."""
+
+    def predict_action_batch(self, obs, deterministic=True):
+        to_goal = obs["state"][:, 3:6] / 10.0
+        chunk = np.zeros((len(to_goal), 4, 6), np.float32)
+        chunk[:, 0, :3] = np.clip(to_goal, -0.02, 0.02)
+        chunk[:, 1:, 0] = 0.02
+        return type("Out", (), {"actions": chunk})()
+
+
+def test_evaluate_with_a_receding_horizon_runs_each_chunks_first_rows_then_predicts_again():
+    whole, first = _FirstRowRight(), _FirstRowRight()
+    assert evaluate(PointReachEnv(8, seed=3), whole, 16) == 0.0  # the drift ends every chunk off the goal
+    assert evaluate(PointReachEnv(8, seed=3), first, 16, execute_rows=1) == 1.0
+    with pytest.raises(ValueError, match="execute_rows must be an int >= 1"):
+        evaluate(PointReachEnv(2), first, 2, execute_rows=0)
+
+
 def test_demo_chunks_stay_inside_their_episode():
     env = PointReachEnv(2, max_steps=5)
     demos = collect_demos(

@@ -43,6 +43,10 @@ def test_registry_gives_fresh_typed_copies_and_names_what_is_wrong():
         get_recipe("push_sft", demo_episodez=8)
     with pytest.raises(ConfigError, match="num_envs"):
         get_recipe("push_sft", num_envs=0)
+    with pytest.raises(ConfigError, match=r"execute_rows must be None or an int in \[1, chunk_size=1\]"):
+        get_recipe("push_sft", execute_rows=2)
+    with pytest.raises(ConfigError, match="execute_rows"):
+        get_recipe("vla_pixels", execute_rows=0)
     with pytest.raises(ConfigError, match="demo_noise"):
         get_recipe("lift_sft", demo_noise=2.0)
     with pytest.raises(ConfigError, match="sft_epochs needs demonstrations"):
