@@ -57,8 +57,10 @@ class ExcitationConfig:
     box_margin: float = 0.03
     #: ... even with every joint's excursion from the start scaled by this factor. Velocity
     #: commands are integrated by the arm: a slower arm falls short, and a simulator whose physics
-    #: clock outruns the controller's (franka-sim on a loaded host) overshoots by up to ~1.5x.
-    excursion_factor: float = 1.6
+    #: clock outruns the controller's (franka-sim on a loaded host) overshoots: 1.9x was recorded
+    #: with three CPU-bound processes on 2 cores (a clean-clone test run beside a training job).
+    #: Every default plan (2-20 s, seeds 0-3) passes at 2.5.
+    excursion_factor: float = 2.5
 
     def __post_init__(self):
         if not 1.0 <= self.duration_s <= 120.0:

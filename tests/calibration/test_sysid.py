@@ -164,6 +164,9 @@ def test_fitted_sim_env_predicts_the_arm_far_better_than_the_nominal_one(real_ar
         hi = fit.mean["joint_damping"] + 2 * fit.std["joint_damping"] + 1e-9
         assert np.all((damping >= lo) & (damping <= hi))  # sampled around the fit
         fitted, _ = prediction_error([held], replay)
+        print(
+            f"held-out prediction error: nominal {nominal:.4g}, fitted {fitted:.4g} ({nominal / fitted:.1f}x)"
+        )
         assert fitted * 5 < nominal, (fitted, nominal)
     nominal_env.close()
     fitted_env.close()
