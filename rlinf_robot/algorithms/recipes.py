@@ -512,7 +512,9 @@ class VLARecipe(_Demos, Recipe):
     #: 100 epochs on a cosine schedule: reach 0.898, push 0.703, lift 1.00 on 256 held-out episodes per
     #: task (60: 0.82 / 0.56 / 1.00; 40 at a constant rate, 20: far less; docs/learning.md)
     sft: SFTConfig = field(
-        default_factory=lambda: SFTConfig(epochs=100, batch_size=128, lr=1e-3, loss="l1", lr_schedule="cosine")
+        default_factory=lambda: SFTConfig(
+            epochs=100, batch_size=128, lr=1e-3, loss="l1", lr_schedule="cosine"
+        )
     )
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     grpo_iterations: int = 0
