@@ -100,6 +100,10 @@ class MLPPolicy(BasePolicy):
             self.log_std = nn.Parameter(torch.full((out,), float(init_log_std)))
         self.critic = mlp([*sizes, 1], activation, out_gain=1.0) if value_head else None
 
+    def std_parameters(self) -> list[nn.Parameter]:
+        """The state-independent exploration std (none for a squashed head: its std is an output)."""
+        return [] if self.squash else [self.log_std]
+
     def update_obs_norm(self, states: np.ndarray | Tensor) -> None:
         if isinstance(self.obs_norm, RunningNorm):
             self.obs_norm.update(torch.as_tensor(np.asarray(states), dtype=torch.float32))

@@ -135,6 +135,10 @@ class TinyVLAPolicy(BasePolicy):
             inputs["input_ids"], inputs["attention_mask"] = self._tokens(instructions, device)
         return inputs
 
+    def std_parameters(self) -> list:
+        """The learned per-(step, dim) exploration log-std."""
+        return [self.model.action_log_std]
+
     def update_obs_norm(self, states) -> None:
         """Fold a batch of states into the model's proprio normalizer (call with demo / rollout states)."""
         if self.model.state_norm is not None:

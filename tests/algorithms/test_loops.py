@@ -158,6 +158,27 @@ def test_sft_then_grpo_groups_share_starts():
     assert batch.advantages.shape == batch.log_prob.shape == batch.mask.shape
 
 
+def test_grpo_with_the_std_held_moves_only_the_mean():
+    from rlinf_robot.algorithms.loops.grpo_loop import train_grpo
+
+    env = PointReachEnv(4, seed=0)
+    torch.manual_seed(0)
+    pol = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, obs_norm=False)
+    std0 = pol.log_std.detach().clone()
+    mean0 = [p.detach().clone() for p in pol.actor.parameters()]
+    cfg = GRPOConfig(group_size=4, max_decisions=8, epochs=2, lr=1e-2, reward="return", train_std=False)
+    train_grpo(env, pol, cfg, iterations=2, seed=0)
+    assert torch.equal(pol.log_std, std0)
+    assert any(not torch.equal(p, q) for p, q in zip(pol.actor.parameters(), mean0, strict=True))
+    train_grpo(
+        env, pol, GRPOConfig(group_size=4, max_decisions=8, lr=1e-2, reward="return"), iterations=1, seed=1
+    )
+    assert not torch.equal(pol.log_std, std0)  # the default trains it
+    squashed = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, squash=True)
+    with pytest.raises(ConfigError, match="no std parameter to hold"):
+        train_grpo(env, squashed, cfg, iterations=1)
+
+
 def test_grpo_per_dimension_ratios_start_at_one_and_sum_to_the_chunks():
     from rlinf_robot.algorithms.loops.grpo_loop import grpo_update
 

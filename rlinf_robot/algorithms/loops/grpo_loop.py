@@ -49,6 +49,9 @@ class GRPOConfig:
     #: token. A chunk's joint ratio moves ~sqrt(H x A) times as far as one dimension's for the same
     #: change of the mean, so at a narrow std nearly every chunk clips while the mean hardly moves.
     ratio: str = "chunk"
+    #: False: the exploration std stays where SFT left it (the policy's ``std_parameters()``) and
+    #: only the mean moves, so the update cannot buy advantage by widening or narrowing the std
+    train_std: bool = True
 
     def __post_init__(self):
         if self.reward not in OUTCOMES:
@@ -171,7 +174,14 @@ def train_grpo(
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
-    optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr)
+    frozen: set[int] = set()
+    if not cfg.train_std:
+        stds = getattr(policy, "std_parameters", lambda: [])()
+        if not stds:
+            raise ConfigError(f"grpo.train_std=False: {type(policy).__name__} has no std parameter to hold")
+        frozen = {id(p) for p in stds}
+    trained = [p for p in policy.parameters() if p.requires_grad and id(p) not in frozen]
+    optimizer = torch.optim.Adam(trained, lr=cfg.lr)
     steps, history, rate = 0, [], 0.0
     t0 = time.perf_counter()
     for it in range(iterations):
