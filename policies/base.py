@@ -67,6 +67,11 @@ class BasePolicy(nn.Module, abc.ABC):
         bin indices for token heads. Used to score demonstrations by likelihood."""
         return actions
 
+    def std_parameters(self) -> list[nn.Parameter]:
+        """The exploration std's parameters when they are the policy's own (not an output of the
+        network), so an RL stage can hold them (``GRPOConfig.train_std``); none by default."""
+        return []
+
     @abc.abstractmethod
     def forward(self, batch: dict) -> dict[str, Tensor]: ...
 

@@ -101,7 +101,7 @@ class MLPPolicy(BasePolicy):
         self.critic = mlp([*sizes, 1], activation, out_gain=1.0) if value_head else None
 
     def std_parameters(self) -> list[nn.Parameter]:
-        """The state-independent exploration std (none for a squashed head: its std is an output)."""
+        """The state-independent log-std (none for a squashed head: there the std is an output)."""
         return [] if self.squash else [self.log_std]
 
     def update_obs_norm(self, states: np.ndarray | Tensor) -> None:

@@ -135,7 +135,7 @@ class TinyVLAPolicy(BasePolicy):
             inputs["input_ids"], inputs["attention_mask"] = self._tokens(instructions, device)
         return inputs
 
-    def std_parameters(self) -> list:
+    def std_parameters(self) -> list[torch.nn.Parameter]:
         """The learned per-(step, dim) exploration log-std."""
         return [self.model.action_log_std]
 

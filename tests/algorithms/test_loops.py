@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import policies
+from policies.base import PolicyOutput
 from rlinf_robot.algorithms.buffers import ReplayBuffer
 from rlinf_robot.algorithms.loops.evaluate import evaluate
 from rlinf_robot.algorithms.loops.grpo_loop import GRPOConfig, collect_groups
@@ -63,7 +64,7 @@ class _FirstRowRight:
         chunk = np.zeros((len(to_goal), 4, 6), np.float32)
         chunk[:, 0, :3] = np.clip(to_goal, -0.02, 0.02)
         chunk[:, 1:, 0] = 0.02
-        return type("Out", (), {"actions": chunk})()
+        return PolicyOutput(actions=chunk, raw_actions=torch.from_numpy(chunk))
 
 
 def test_evaluate_with_a_receding_horizon_runs_each_chunks_first_rows_then_predicts_again():

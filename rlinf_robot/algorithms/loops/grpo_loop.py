@@ -176,7 +176,7 @@ def train_grpo(
     ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     frozen: set[int] = set()
     if not cfg.train_std:
-        stds = getattr(policy, "std_parameters", lambda: [])()
+        stds = policy.std_parameters()
         if not stds:
             raise ConfigError(f"grpo.train_std=False: {type(policy).__name__} has no std parameter to hold")
         frozen = {id(p) for p in stds}
