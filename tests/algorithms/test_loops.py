@@ -7,7 +7,7 @@ import torch
 import policies
 from policies.base import PolicyOutput
 from rlinf_robot.algorithms.buffers import ReplayBuffer
-from rlinf_robot.algorithms.loops.evaluate import evaluate
+from rlinf_robot.algorithms.loops.evaluate import compare_paired, episode_outcomes, evaluate
 from rlinf_robot.algorithms.loops.grpo_loop import GRPOConfig, collect_groups
 from rlinf_robot.algorithms.loops.ppo_loop import PPOConfig, train_ppo
 from rlinf_robot.algorithms.loops.rollout import (
@@ -73,6 +73,52 @@ def test_evaluate_with_a_receding_horizon_runs_each_chunks_first_rows_then_predi
     assert evaluate(PointReachEnv(8, seed=3), first, 16, execute_rows=1) == 1.0
     with pytest.raises(ValueError, match="execute_rows must be an int >= 1"):
         evaluate(PointReachEnv(2), first, 2, execute_rows=0)
+
+
+def test_paired_comparison_counts_only_the_episodes_where_two_policies_differ():
+    before = np.array([1, 1, 0, 0, 1, 0], bool)
+    after = np.array([1, 0, 1, 1, 1, 0], bool)
+    paired = compare_paired(before, after)
+    assert (paired.wins, paired.losses, paired.episodes) == (2, 1, 6)
+    assert paired.before == pytest.approx(0.5) and paired.after == pytest.approx(4 / 6)
+    assert paired.p_value == 1.0  # 2 against 1 is what a coin does
+    clear = compare_paired(np.zeros(40, bool), np.r_[np.ones(10, bool), np.zeros(30, bool)])
+    assert clear.p_value == pytest.approx(2 / 2**10)  # ten wins, no loss
+    assert "+10 / -0" in str(clear)
+    with pytest.raises(ValueError, match="equal, non-empty"):
+        compare_paired(before, after[:5])
+
+
+class _Recording:
+    """Acts with ``scale`` x the goal direction (0: stands still) and keeps every observation."""
+
+    def __init__(self, scale):
+        self.scale, self.seen = scale, []
+
+    def predict_action_batch(self, obs, deterministic=True):
+        self.seen.append(obs["state"].copy())
+        act = np.zeros((len(obs["state"]), 1, 6), np.float32)
+        act[:, 0, :3] = np.clip(self.scale * obs["state"][:, 3:6] / 10.0, -0.02, 0.02)
+        return PolicyOutput(actions=act, raw_actions=torch.from_numpy(act))
+
+
+def test_episode_outcomes_pair_two_policies_on_the_same_starts_when_episodes_run_to_the_time_limit():
+    """A policy that reaches and one that stands still: different outcomes, the same episodes (every
+    episode's first observation is the same for both), so ``compare_paired`` may pair them."""
+    runs = {}
+    for scale in (1.0, 0.0):
+        env = PointReachEnv(4, max_steps=6, seed=3)
+        env.terminate_on_success = False  # every episode runs to its time limit
+        policy = _Recording(scale)
+        runs[scale] = (episode_outcomes(env, policy, 12, seed=5), policy.seen)
+    (reach, seen_reach), (still, seen_still) = runs[1.0], runs[0.0]
+    assert reach.dtype == bool and reach.shape == still.shape == (12,)
+    assert reach.all() and not still.any()
+    starts = range(0, len(seen_reach), 6)  # each episode's first decision
+    for t in starts:
+        np.testing.assert_array_equal(seen_reach[t][:, 3:6], seen_still[t][:, 3:6])
+    paired = compare_paired(still, reach)
+    assert (paired.wins, paired.losses) == (12, 0) and paired.p_value < 0.001
 
 
 def test_demo_chunks_stay_inside_their_episode():

@@ -116,7 +116,13 @@ def test_the_pixel_vla_recipe_runs_on_every_task_and_scores_each():
     assert set(res.eval_by_task) == set(recipe.tasks) and res.stopped == "done"
     assert res.eval_success == pytest.approx(np.mean(list(res.eval_by_task.values())))
     assert res.demo_success == 1.0 and res.env_steps > 0
-    assert [e["phase"] for e in res.history] == ["demos", "sft", "sft", "grpo"]
+    assert [e["phase"] for e in res.history] == ["demos", "sft", "sft", "sft_eval", "grpo"]
+    # the clone was scored on the same held-out episodes before RL: each task's comparison pairs them
+    assert set(res.rl_vs_sft) == set(recipe.tasks)
+    for name, paired in res.rl_vs_sft.items():
+        assert paired.episodes == recipe.eval_episodes and paired.after == res.eval_by_task[name]
+        assert paired.before == res.history[3][f"eval_{name.split('/')[-1]}"]
+    assert "RL vs SFT, fr3-push:" in res.summary()
     sft = [e for e in res.history if e["phase"] == "sft"]
     assert sft[1]["aux_loss"] < sft[0]["aux_loss"]  # the privileged columns are being learned
     cfg = res.policy.model.config
