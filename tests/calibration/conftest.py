@@ -36,8 +36,12 @@ def real_arm(tmp_path_factory):
     mjcf = write_variant_mjcf(truth, tmp_path_factory.mktemp("real-arm") / "fr3_real.xml")
     fit_plan = plan_excitation(ExcitationConfig(duration_s=4.0, seed=0))
     held_out = plan_excitation(
-        # a seed whose plan keeps inside the box at the default 2.5x overshoot margin
-        ExcitationConfig(duration_s=3.0, seed=10, harmonics=(1, 2, 3), velocity_fraction=0.5)
+        # a seed whose plan keeps inside the box (less its 3 cm margin) even at 4x its excursion: on
+        # a loaded host the client misses cycles, franka-sim extrapolates them as the FCI does, and
+        # overshoots of 3-4x were recorded beside two training jobs (seed 10, at 2.5x, left the box)
+        ExcitationConfig(
+            duration_s=3.0, seed=1, harmonics=(1, 2, 3), velocity_fraction=0.5, excursion_factor=3.0
+        )
     )
     limits = SafetyLimits.from_yaml()
     # The box: 2 mm around the planned TCP path, but cut halfway along the path's largest excursion
