@@ -297,8 +297,9 @@ class Recipe:
 
     def evaluate_outcomes(self, policy) -> dict[str, Any]:
         """``{env name: bool array}``: ``policy``'s deterministic outcome on each of ``eval_episodes``
-        held-out episodes of each eval env (the same episodes for every policy: the recipe's episodes
-        run to the time limit, so two policies' arrays are paired)."""
+        held-out episodes of each eval env. Without ``terminate_on_success`` (every registered recipe)
+        every episode runs to its time limit, so two policies' arrays are the same starts, paired
+        (``loops.evaluate.episode_outcomes``)."""
         return self._evaluate_each(lambda env: policy)
 
     def evaluate_by_task(self, policy) -> dict[str, float]:
@@ -554,7 +555,8 @@ class VLARecipe(_Demos, Recipe):
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     grpo_iterations: int = 0
     #: score the clone on the held-out episodes before RL too (paused clock), so every run says what
-    #: RL added on the same episodes (``RecipeResult.rl_vs_sft``)
+    #: RL added on the same episodes (``RecipeResult.rl_vs_sft``; only without ``terminate_on_success``,
+    #: which would make the episodes that count depend on the policy)
     eval_before_rl: bool = True
 
     def __post_init__(self):
@@ -648,7 +650,7 @@ class VLARecipe(_Demos, Recipe):
                 policy, rollouts.demo_set(self.chunk_size), self.sft, seed=seed, log=clock.report("sft")
             )
             del rollouts  # the images: ~55 kB a step
-            if self.grpo_iterations and self.eval_before_rl:
+            if self.grpo_iterations and self.eval_before_rl and not self.terminate_on_success:
                 with clock.paused():
                     sft_outcomes = self.evaluate_outcomes(policy)
                 clock.note(
