@@ -31,6 +31,8 @@ def test_predict_is_scored_identically_by_forward(point_env, head):
     torch.testing.assert_close(ev["log_prob"], out.log_prob, atol=1e-4, rtol=1e-5)
     torch.testing.assert_close(ev["value"], out.value, atol=1e-5, rtol=1e-5)
     assert ev["entropy"].shape == (4,)
+    # what GRPOConfig(train_std=False) holds: the Gaussian's log-std; the token head has none
+    assert pol.std_parameters() == ([pol.log_std] if head == "continuous" else [])
 
 
 def test_action_tokens_are_the_vocab_tail_and_decode_to_bin_centres(point_env):

@@ -41,6 +41,10 @@ class ContinuousHead:
         policy.log_std = nn.Parameter(torch.full((H, A), float(vc.init_log_std)))
         policy.state_proj = nn.Linear(vc.state_dim, d) if vc.use_state and vc.state_dim else None
 
+    def std_parameters(self, policy: HFVLAPolicy) -> list[nn.Parameter]:
+        """The Gaussian's learned per-(step, dim) log-std."""
+        return [policy.log_std]
+
     def prefix_extra(self, policy: HFVLAPolicy, obs: dict, dtype: torch.dtype) -> Tensor | None:
         """The proprio token that ends the prefix ([N, 1, d]), if the policy uses state."""
         if policy.state_proj is None:
@@ -84,6 +88,10 @@ class TokenHead:
 
     def build(self, policy: HFVLAPolicy, d: int) -> None:
         """Nothing to add: action tokens are the last ``n_bins`` ids of the backbone's vocabulary."""
+
+    def std_parameters(self, policy: HFVLAPolicy) -> list[nn.Parameter]:
+        """None: a categorical over bins explores by its logits, which are the network's output."""
+        return []
 
     def prefix_extra(self, policy: HFVLAPolicy, obs: dict, dtype: torch.dtype) -> Tensor | None:
         return None

@@ -204,6 +204,9 @@ class HFVLAPolicy(BasePolicy):
     def forward(self, batch: dict) -> dict[str, Tensor]:
         return self.head.forward(self, batch["obs"], batch.get("raw_actions"), batch.get("noise_scale"))
 
+    def std_parameters(self) -> list[nn.Parameter]:
+        return self.head.std_parameters(self)
+
     @torch.no_grad()
     def value(self, obs: dict) -> Tensor:
         return self.head.value(self, obs)
