@@ -28,12 +28,19 @@ def group_relative_advantages(rewards: Tensor, eps: float = 1e-6, normalize_std:
     return centred / (rewards.std(dim=1, unbiased=False, keepdim=True) + eps)
 
 
+#: Log-ratios are clamped to +-this before ``exp``: e^20 ~ 5e8 lies far outside any clip range, so
+#: the clipped surrogate and the KL are unchanged wherever they carry a gradient, while one sample in
+#: a far tail can no longer overflow float32 (e^89) into an inf that turns the whole update NaN.
+LOG_RATIO_BOUND = 20.0
+
+
 def kl_k3(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
     """Per-sample estimate of KL(pi || pi_ref): exp(q - p) - (q - p) - 1 with p = log pi, q = log pi_ref.
 
-    Non-negative and unbiased under samples from pi (Schulman's k3).
+    Non-negative and unbiased under samples from pi (Schulman's k3); the log-ratio is bounded by
+    ``LOG_RATIO_BOUND``.
     """
-    d = ref_log_prob - log_prob
+    d = (ref_log_prob - log_prob).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     return d.exp() - d - 1.0
 
 
@@ -53,7 +60,7 @@ def grpo_loss(
     Inputs are per decision (per chunk); ``mask`` selects valid ones (e.g. steps before the episode
     ended). Returns (loss, stats).
     """
-    log_ratio = log_prob - old_log_prob
+    log_ratio = (log_prob - old_log_prob).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     ratio = log_ratio.exp()
     per = -torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
     kl = torch.zeros_like(per)

@@ -249,6 +249,32 @@ def test_grpo_per_dimension_ratios_start_at_one_and_sum_to_the_chunks():
         GRPOConfig(ratio="token")
 
 
+def test_a_grpo_minibatch_that_is_not_finite_is_skipped_and_never_reaches_the_weights():
+    """A far-tail sample's log-ratio is bounded (e^20, not an overflow), and a batch whose loss is NaN
+    anyway (here: a NaN behaviour log-prob, as a corrupted rollout would bring) is skipped and
+    counted; the weights stay finite and untouched. Seen: lr 5e-5 on the pixel VLA put NaN in
+    every weight at the second round, and the env refused the next actions."""
+    from rlinf_robot.algorithms.grpo import grpo_loss
+    from rlinf_robot.algorithms.loops.grpo_loop import grpo_update
+
+    far = torch.tensor([0.0, 0.0], requires_grad=True)
+    loss, _ = grpo_loss(far, torch.tensor([-200.0, 0.0]), torch.tensor([-1.0, 1.0]),
+                        ref_log_prob=torch.tensor([150.0, 0.0]), kl_coef=0.1)  # fmt: skip
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(far.grad).all()
+
+    env = PointReachEnv(8, seed=0)
+    torch.manual_seed(0)
+    pol = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, obs_norm=False)
+    cfg = GRPOConfig(group_size=4, max_decisions=5, epochs=2, minibatch_size=4096, reward="return")
+    batch = collect_groups(env, pol, seed=1, cfg=cfg)
+    batch.log_prob[:] = float("nan")
+    before = [p.detach().clone() for p in pol.parameters()]
+    stats = grpo_update(pol, None, torch.optim.Adam(pol.parameters(), lr=1e-2), batch, cfg)
+    assert stats["decisions"] > 0 and stats["nonfinite_skipped"] == 2, stats  # one minibatch x 2 epochs
+    assert all(torch.equal(p, q) for p, q in zip(pol.parameters(), before, strict=True))
+
+
 def test_grpo_progress_outcome_ranks_failures_by_how_close_they_ended_below_any_success():
     from rlinf_robot.algorithms.grpo import group_relative_advantages
     from rlinf_robot.algorithms.loops.grpo_loop import OUTCOMES

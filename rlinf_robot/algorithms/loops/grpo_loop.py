@@ -126,9 +126,14 @@ def _dim_log_probs(policy, batch: GroupBatch, rows: torch.Tensor, minibatch_size
 
 
 def grpo_update(policy, ref_policy, optimizer, batch: GroupBatch, cfg: GRPOConfig, generator=None) -> dict:
-    """Clipped-ratio epochs over the decisions that carry signal (alive, non-zero advantage)."""
+    """Clipped-ratio epochs over the decisions that carry signal (alive, non-zero advantage).
+
+    Only the optimizer's parameters are clipped and stepped (a held std neither moves nor counts in
+    the gradient norm), and a minibatch whose loss or gradient is not finite is skipped and counted
+    (``nonfinite_skipped``) instead of writing NaN into every weight."""
     keep = torch.nonzero(batch.mask & (batch.advantages != 0)).flatten()
-    stats: dict[str, float] = {"decisions": float(len(keep))}
+    stats: dict[str, float] = {"decisions": float(len(keep)), "nonfinite_skipped": 0.0}
+    trained = [p for group in optimizer.param_groups for p in group["params"]]
     if len(keep) == 0:
         return stats
     key = "log_prob" if cfg.ratio == "chunk" else "dim_log_prob"
@@ -153,8 +158,15 @@ def grpo_update(policy, ref_policy, optimizer, batch: GroupBatch, cfg: GRPOConfi
                 kl_coef=cfg.kl_coef,
             )
             optimizer.zero_grad(set_to_none=True)
+            if not torch.isfinite(loss):
+                stats["nonfinite_skipped"] += 1
+                continue
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            norm = torch.nn.utils.clip_grad_norm_(trained, cfg.max_grad_norm)
+            if not torch.isfinite(norm):
+                optimizer.zero_grad(set_to_none=True)
+                stats["nonfinite_skipped"] += 1
+                continue
             optimizer.step()
             stats.update({k: float(v) for k, v in st.items()})
     return stats
