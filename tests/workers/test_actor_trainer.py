@@ -288,6 +288,18 @@ def test_gradient_accumulation_equals_full_batch(reference):
         torch.testing.assert_close(v, states[-1][k], atol=2e-5, rtol=1e-4, msg=k)
 
 
+def test_a_step_whose_gradient_is_not_finite_is_skipped_and_leaves_the_weights_alone():
+    trainer = make_trainer(micro=None)
+    batch = global_batch(0)
+    batch["actions"][0, 0, 0] = float("nan")  # one corrupted row
+    before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+    stats = trainer.train_step(batch)
+    assert stats["nonfinite_skipped"] == 1.0 and not np.isfinite(stats["grad_norm"]), stats
+    for k, v in trainer.policy.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    assert trainer.train_step(global_batch(1))["nonfinite_skipped"] == 0.0  # and then trains on
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_checkpoint_from_two_ranks_resumes_on_one(two_rank_run, reference, strategy):
