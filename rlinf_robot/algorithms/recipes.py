@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlinf_robot.algorithms.loops.evaluate import PairedComparison, compare_paired
+from rlinf_robot.algorithms.loops.evaluate import PairedComparison, compare_paired, success_rate
 from rlinf_robot.algorithms.loops.grpo_loop import GRPOConfig
 from rlinf_robot.algorithms.loops.ppo_loop import PPOConfig
 from rlinf_robot.algorithms.loops.sac_loop import SACConfig
@@ -79,11 +79,6 @@ class RecipeResult:
             f"eval {self.eval_success:.2f}{tasks} over {self.eval_episodes} episodes (stopped: {self.stopped})"
             + "".join(f"\n  RL vs SFT, {k.split('/')[-1]}: {v}" for k, v in self.rl_vs_sft.items())
         )
-
-
-def _rate(outcomes) -> float:
-    """Success rate of an outcome array (0 for none)."""
-    return float(outcomes.mean()) if outcomes.size else 0.0
 
 
 def _per_task(by_task: dict[str, float]) -> dict[str, float]:
@@ -252,7 +247,7 @@ class Recipe:
         wall = clock.elapsed
         t_eval = time.perf_counter()
         outcomes = self.evaluate_outcomes(trained.policy)
-        by_task = {name: _rate(o) for name, o in outcomes.items()}
+        by_task = {name: success_rate(o) for name, o in outcomes.items()}
         success = sum(by_task.values()) / len(by_task)
         before = trained.sft_outcomes or {}
         rl_vs_sft = {name: compare_paired(before[name], outcomes[name]) for name in before}
@@ -302,15 +297,11 @@ class Recipe:
         (``loops.evaluate.episode_outcomes``)."""
         return self._evaluate_each(lambda env: policy)
 
-    def evaluate_by_task(self, policy) -> dict[str, float]:
-        """Deterministic success of ``policy`` on ``eval_episodes`` held-out episodes of each eval env."""
-        return {name: _rate(o) for name, o in self.evaluate_outcomes(policy).items()}
-
     def random_success(self, seed: int = 0) -> float:
         """A uniform random policy's success on the same held-out episodes: the floor to clear
         (per task: the highest of the tasks')."""
         uniform = self._evaluate_each(lambda env: _UniformPolicy(env.action_spec, seed), images=False)
-        return max(_rate(o) for o in uniform.values())
+        return max(success_rate(o) for o in uniform.values())
 
     def _evaluate_each(self, policy_for: Callable[[Any], Any], images: bool = True) -> dict[str, Any]:
         """``{env name: outcomes}`` of ``policy_for(env)`` on each eval env's held-out episodes."""
@@ -654,7 +645,7 @@ class VLARecipe(_Demos, Recipe):
                 with clock.paused():
                     sft_outcomes = self.evaluate_outcomes(policy)
                 clock.note(
-                    "sft_eval", {f"eval_{k.split('/')[-1]}": _rate(o) for k, o in sft_outcomes.items()}
+                    "sft_eval", {f"eval_{k.split('/')[-1]}": success_rate(o) for k, o in sft_outcomes.items()}
                 )
             if self.grpo_iterations:
                 env = self.make_env()

@@ -51,10 +51,14 @@ def episode_outcomes(
     return np.asarray(results[:episodes], dtype=bool)
 
 
+def success_rate(outcomes: np.ndarray) -> float:
+    """The share of ``episode_outcomes`` that succeeded (0 when no episode finished)."""
+    return float(outcomes.mean()) if outcomes.size else 0.0
+
+
 def evaluate(env: BatchedEnv, policy, episodes: int, **kwargs) -> float:
     """Success rate over the first ``episodes`` episodes to finish (``episode_outcomes``' options)."""
-    outcomes = episode_outcomes(env, policy, episodes, **kwargs)
-    return float(outcomes.mean()) if outcomes.size else 0.0
+    return success_rate(episode_outcomes(env, policy, episodes, **kwargs))
 
 
 @dataclass(frozen=True)
