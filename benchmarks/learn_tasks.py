@@ -11,7 +11,9 @@ The goal (issue 16): >= 80 % deterministic success on every task within 15 minut
 machine-readable: RESULT learn_tasks ours=<worst success> peer=0.80 ratio=<ours/peer> goal=>=1
 (a run that went over its budget counts as 0). ``vla_pixels`` adds a line of its own against the
 issue's per-task bars (reach >= 0.9, push and lift >= 0.7), and its summary pairs the RL stage
-against the clone on the same held-out episodes (wins, losses, sign-test p).
+against the clone on the same held-out episodes (wins, losses, sign-test p), per task and pooled:
+RESULT vla_pixels_rl_vs_sft ours=<RL success> peer=<the clone's> ratio=... goal=>=1 (the clone scored
+in the same run, on the same episodes; the summary's p says whether the difference is chance).
 
     python benchmarks/learn_tasks.py                       # push_sft, lift_sft, seed 0
     python benchmarks/learn_tasks.py --recipes reach_ppo push_sft --seeds 0 1 2
@@ -37,7 +39,7 @@ TASK_BARS = {"vla_pixels": {"mujoco/fr3-reach": 0.90, "mujoco/fr3-push": 0.70, "
 def main() -> None:
     import torch
 
-    from rlinf_robot.algorithms.recipes import available_recipes, get_recipe
+    from rlinf_robot.algorithms.recipes import ALL_TASKS, available_recipes, get_recipe
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipes", nargs="+", default=["push_sft", "lift_sft"], choices=available_recipes())
@@ -85,6 +87,13 @@ def main() -> None:
             )
             print(f"{res.recipe} against its bars: {shown}")
             print(f"RESULT {res.recipe}_bars ours={ratio:.3f} peer=1.00 ratio={ratio:.3f} goal=>=1")
+        pooled = res.rl_vs_sft.get(ALL_TASKS)
+        if pooled is not None:  # the RL stage against its own clone, every task's episodes paired
+            print(f"{res.recipe} RL vs SFT, all tasks: {pooled}")
+            print(
+                f"RESULT {res.recipe}_rl_vs_sft ours={pooled.after:.3f} peer={pooled.before:.3f} "
+                f"ratio={pooled.after / max(pooled.before, 1e-9):.3f} goal=>=1"
+            )
 
 
 if __name__ == "__main__":

@@ -63,7 +63,8 @@ class RecipeResult:
     policy: Any = field(default=None, repr=False)
     eval_by_task: dict[str, float] = field(default_factory=dict)  # env name -> its eval success
     #: a recipe with a supervised stage before RL: env name -> the RL policy against that stage's
-    #: policy on the same held-out episodes (``loops.evaluate.compare_paired``)
+    #: policy on the same held-out episodes (``loops.evaluate.compare_paired``); with several tasks
+    #: also ``ALL_TASKS``, every task's episodes pooled: one test of the RL stage as a whole
     rl_vs_sft: dict[str, PairedComparison] = field(default_factory=dict)
 
     def summary(self) -> str:
@@ -79,6 +80,25 @@ class RecipeResult:
             f"eval {self.eval_success:.2f}{tasks} over {self.eval_episodes} episodes (stopped: {self.stopped})"
             + "".join(f"\n  RL vs SFT, {k.split('/')[-1]}: {v}" for k, v in self.rl_vs_sft.items())
         )
+
+
+#: ``RecipeResult.rl_vs_sft``'s key for the pooled comparison over every task's episodes
+ALL_TASKS = "all"
+
+
+def _rl_vs_sft(before: dict[str, Any], after: dict[str, Any]) -> dict[str, PairedComparison]:
+    """Each task's paired comparison and, with several tasks, all of them pooled: a start is one
+    episode whichever task it belongs to, so the pooled sign test asks whether the RL stage wins
+    more episodes than it loses without a per-task multiple-comparison penalty."""
+    import numpy as np
+
+    out = {name: compare_paired(before[name], after[name]) for name in before}
+    if len(before) > 1:
+        out[ALL_TASKS] = compare_paired(
+            np.concatenate([before[name] for name in before]),
+            np.concatenate([after[name] for name in before]),
+        )
+    return out
 
 
 def _per_task(by_task: dict[str, float]) -> dict[str, float]:
@@ -250,7 +270,7 @@ class Recipe:
         by_task = {name: success_rate(o) for name, o in outcomes.items()}
         success = sum(by_task.values()) / len(by_task)
         before = trained.sft_outcomes or {}
-        rl_vs_sft = {name: compare_paired(before[name], outcomes[name]) for name in before}
+        rl_vs_sft = _rl_vs_sft(before, outcomes)
         result = RecipeResult(
             recipe=self.name,
             env=self.env,

@@ -11,6 +11,7 @@ import policies
 from rlinf_robot.algorithms.loops.demos import record_expert
 from rlinf_robot.algorithms.loops.sft_loop import SFTConfig
 from rlinf_robot.algorithms.recipes import (
+    ALL_TASKS,
     PPORecipe,
     SACRecipe,
     SFTRecipe,
@@ -118,11 +119,17 @@ def test_the_pixel_vla_recipe_runs_on_every_task_and_scores_each():
     assert res.demo_success == 1.0 and res.env_steps > 0
     assert [e["phase"] for e in res.history] == ["demos", "sft", "sft", "sft_eval", "grpo"]
     # the clone was scored on the same held-out episodes before RL: each task's comparison pairs them
-    assert set(res.rl_vs_sft) == set(recipe.tasks)
-    for name, paired in res.rl_vs_sft.items():
+    assert set(res.rl_vs_sft) == {*recipe.tasks, ALL_TASKS}
+    for name in recipe.tasks:
+        paired = res.rl_vs_sft[name]
         assert paired.episodes == recipe.eval_episodes and paired.after == res.eval_by_task[name]
         assert paired.before == res.history[3][f"eval_{name.split('/')[-1]}"]
-    assert "RL vs SFT, fr3-push:" in res.summary()
+    pooled = res.rl_vs_sft[ALL_TASKS]  # every task's episodes in one sign test
+    assert pooled.episodes == len(recipe.tasks) * recipe.eval_episodes
+    assert pooled.wins == sum(res.rl_vs_sft[n].wins for n in recipe.tasks)
+    assert pooled.losses == sum(res.rl_vs_sft[n].losses for n in recipe.tasks)
+    assert pooled.after == pytest.approx(res.eval_success)  # equal episodes per task
+    assert "RL vs SFT, fr3-push:" in res.summary() and "RL vs SFT, all:" in res.summary()
     sft = [e for e in res.history if e["phase"] == "sft"]
     assert sft[1]["aux_loss"] < sft[0]["aux_loss"]  # the privileged columns are being learned
     cfg = res.policy.model.config
