@@ -291,6 +291,21 @@ def test_grpo_progress_outcome_ranks_failures_by_how_close_they_ended_below_any_
         GRPOConfig(reward="dense")
 
 
+def test_grpo_margin_outcome_also_ranks_successes_by_how_well_they_ended():
+    from rlinf_robot.algorithms.grpo import group_relative_advantages
+    from rlinf_robot.algorithms.loops.grpo_loop import OUTCOMES
+
+    won = np.array([True, True, True, True])  # a group "progress" cannot rank: all succeeded
+    last = np.array([0.76, 0.99, 0.90, 0.80])
+    assert torch.all(
+        group_relative_advantages(torch.as_tensor(OUTCOMES["progress"](won, won, last))[None]) == 0
+    )
+    adv = group_relative_advantages(torch.as_tensor(OUTCOMES["margin"](won, won, last))[None])[0]
+    assert adv[1] > adv[2] > adv[3] > adv[0]  # the most centred success first
+    mixed = OUTCOMES["margin"](np.array([True, False]), np.zeros(2), np.array([0.0, 1.0]))
+    assert mixed[0] > mixed[1]  # the worst success still above the best failure
+
+
 def test_sft_cosine_schedule_takes_the_rate_from_lr_to_zero():
     env = PointReachEnv(4, seed=0)
     pol = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, obs_norm=False)

@@ -27,6 +27,9 @@ OUTCOMES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] 
     "return": lambda won, ret, last: ret.astype(np.float32),
     # with terminate-on-success a summed dense reward pays for dawdling; the final one does not
     "progress": lambda won, ret, last: np.where(won, 1.0, 0.5 * last).astype(np.float32),
+    # progress that also ranks successes by how well they ended (a group that all succeeds still
+    # teaches margin): every success in [1, 1.5] stays above every failure in [0, 0.5]
+    "margin": lambda won, ret, last: (won + 0.5 * last).astype(np.float32),
 }
 
 
@@ -42,6 +45,8 @@ class GRPOConfig:
     #: what a group ranks its episodes by (``OUTCOMES``): "success" (the binary outcome), "return"
     #: (the episode's summed reward) or "progress" (1 on success, else half the task's dense reward
     #: at the episode's last step: failures ranked by how close they ended, never above a success)
+    #: or "margin" (progress plus half the final dense reward on successes too, so a group whose
+    #: episodes all succeed ranks them by how well they ended instead of carrying no signal)
     reward: str = "success"
     max_grad_norm: float = 1.0
     #: "chunk": one clipped ratio per decision, of the whole chunk's log-prob (the H x A dims
