@@ -1,7 +1,7 @@
 """Push and lift learned on the embedded MuJoCo tasks, each within a 15-minute wall-time budget.
 
 Runs the registered recipes (``rlinf_robot.algorithms.recipes``; default ``push_sft`` and
-``lift_sft``) in full, one after the other, with one torch thread, and prints for each: the learner's
+``lift_sft``) in full, one after the other, with one torch thread (``--threads``), and prints for each: the learner's
 env steps, the scripted expert's recorded steps, wall time (demos + training, up to the final
 evaluation), training success where training episodes ran, and the deterministic success over the
 recipe's held-out episodes (64; 256 per task for ``vla_pixels``), beside a uniform random policy's success on the same episodes.
@@ -49,8 +49,14 @@ def main() -> None:
         "--eval-episodes", type=int, default=None, help="held-out episodes per task (default: the recipe's)"
     )
     parser.add_argument("--verbose", action="store_true", help="print every logged training entry")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (a different count sums floats in a different order: another clone of the same recipe)",
+    )
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
 
     rows, worst = [], 1.0
     for name in args.recipes:
