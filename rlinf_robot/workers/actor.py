@@ -174,12 +174,13 @@ class ActorTrainer:
                 (loss * weight).backward()
             for k, v in {"loss": loss, **stats}.items():
                 totals[k] = totals.get(k, 0.0) + weight * float(v.detach() if isinstance(v, Tensor) else v)
-        skipped = 0.0
-        if self.cfg.max_grad_norm is not None:
-            norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.cfg.max_grad_norm)
-            totals["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-            # the norm is global (DDP's reduced gradients, FSDP's full norm), so every rank skips alike
-            skipped = 0.0 if math.isfinite(totals["grad_norm"]) else 1.0
+        # without a bound (max_grad_norm None) an infinite one only measures the norm, so the
+        # non-finite check below holds whether or not the gradient is clipped
+        bound = math.inf if self.cfg.max_grad_norm is None else self.cfg.max_grad_norm
+        norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), bound)
+        totals["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        # the norm is global (DDP's reduced gradients, FSDP's full norm), so every rank skips alike
+        skipped = 0.0 if math.isfinite(totals["grad_norm"]) else 1.0
         if not skipped:  # a non-finite gradient would write NaN into every weight: drop the step
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

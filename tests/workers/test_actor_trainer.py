@@ -54,8 +54,8 @@ def global_batch(step: int) -> dict:
     }
 
 
-def make_trainer(micro, strategy="none"):
-    cfg = TrainerConfig(lr=1e-2, micro_batch_size=micro, strategy=strategy, max_grad_norm=0.5)
+def make_trainer(micro, strategy="none", max_grad_norm=0.5):
+    cfg = TrainerConfig(lr=1e-2, micro_batch_size=micro, strategy=strategy, max_grad_norm=max_grad_norm)
     return ActorTrainer(make_policy(), "sft", cfg, objective_cfg={"kind": "mse"})
 
 
@@ -288,8 +288,9 @@ def test_gradient_accumulation_equals_full_batch(reference):
         torch.testing.assert_close(v, states[-1][k], atol=2e-5, rtol=1e-4, msg=k)
 
 
-def test_a_step_whose_gradient_is_not_finite_is_skipped_and_leaves_the_weights_alone():
-    trainer = make_trainer(micro=None)
+@pytest.mark.parametrize("max_grad_norm", [0.5, None])  # clipped or not, the step is checked
+def test_a_step_whose_gradient_is_not_finite_is_skipped_and_leaves_the_weights_alone(max_grad_norm):
+    trainer = make_trainer(micro=None, max_grad_norm=max_grad_norm)
     batch = global_batch(0)
     batch["actions"][0, 0, 0] = float("nan")  # one corrupted row
     before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
