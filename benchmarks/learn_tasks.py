@@ -56,6 +56,8 @@ def main() -> None:
         help="torch threads (a different count sums floats in a different order: another clone of the same recipe)",
     )
     args = parser.parse_args()
+    if args.threads < 1:
+        parser.error(f"--threads must be >= 1, got {args.threads}")
     torch.set_num_threads(args.threads)
 
     rows, worst = [], 1.0
