@@ -190,3 +190,18 @@ def small_rotation_error(r_target: np.ndarray, r: np.ndarray) -> np.ndarray:
     return 0.5 * np.stack(
         [e[..., 2, 1] - e[..., 1, 2], e[..., 0, 2] - e[..., 2, 0], e[..., 1, 0] - e[..., 0, 1]], -1
     )
+
+
+def is_rigid(pose) -> bool:
+    """Whether ``pose`` is a finite 4x4 rigid transform (orthonormal rotation, last row 0 0 0 1)."""
+    try:
+        t = np.asarray(pose, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return bool(
+        t.shape == (4, 4)
+        and np.all(np.isfinite(t))
+        and np.allclose(t[3], [0, 0, 0, 1])
+        and np.allclose(t[:3, :3] @ t[:3, :3].T, np.eye(3), atol=1e-6)
+        and np.linalg.det(t[:3, :3]) > 0
+    )

@@ -34,7 +34,7 @@ from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS, BatchedEnv, Obs, ObsSpec, 
 from rlinf_robot.envs.tasks import Batch, make_task
 from rlinf_robot.errors import ConfigError, Latched, LinkLost
 from rlinf_robot.protocol import Observation
-from rlinf_robot.rotations import canonical
+from rlinf_robot.rotations import canonical, is_rigid
 from rlinf_robot.safety import SafetyLimits
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,11 @@ class RealEnvConfig:
     terminate_on_success: bool = True
     auto_reset: bool = True
     cameras: dict = field(default_factory=dict)  # name -> (H, W, 3) expected from the robot
+    #: Where the cell's fixed cameras stand: name -> 4x4 pose in the base frame, OpenCV axes. A
+    #: task that sees its goal through a camera (``fr3-reach`` ``goal_camera``) measures it from
+    #: here, as that camera's detector would; on the embedded default this is the rendered cell's
+    #: front camera (``conf/robot/sim_local.yaml``), the one hand-eye calibration finds.
+    camera_poses: dict = field(default_factory=dict)
     align: bool = False  # latency-aware chunks (for streaming); a stepping env starts them on arrival
     step_timeout_s: float = 5.0
     reset_timeout_s: float = 60.0
@@ -89,6 +94,9 @@ class RealEnvConfig:
             if not getattr(self, key) > 0:
                 raise ConfigError(f"{src}: {key} must be positive, got {getattr(self, key)}")
         object.__setattr__(self, "cameras", {k: tuple(v) for k, v in self.cameras.items()})
+        for name, pose in self.camera_poses.items():
+            if not is_rigid(pose):
+                raise ConfigError(f"{src}: camera_poses.{name} must be a rigid 4x4 transform, got {pose!r}")
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RealEnvConfig:
@@ -153,6 +161,7 @@ class RealRobotEnv(BatchedEnv):
         self._obs: list[Observation | None] = [None] * n
         self.goals = np.zeros((n, 3))
         self.obj_start = np.zeros((n, 3))
+        self.camera_poses = {k: np.asarray(v, np.float64) for k, v in self.cfg.camera_poses.items()}
         self.resets = np.zeros(n, np.int64)  # per robot, for home_every
         #: per robot, where its last reset's time went: home_s, move_s (to the start pose, settled), moves
         self.last_reset: list[dict[str, float]] = [{} for _ in range(n)]
@@ -316,6 +325,7 @@ class RealRobotEnv(BatchedEnv):
             obj_quat,
             self.goals[envs],
             self.obj_start[envs],
+            self.camera_poses,
         )
 
     def _object_pose(self, i: int) -> np.ndarray:

@@ -9,6 +9,7 @@ import numpy as np
 
 from rlinf_robot.envs.spec import ACTION_MODES
 from rlinf_robot.errors import ConfigError
+from rlinf_robot.rotations import is_rigid
 from rlinf_robot.settings import check, flag, integer, number, text
 from sim.randomization import DomainRandomization, resolve
 
@@ -82,13 +83,7 @@ def _camera_poses(raw: Any) -> dict[str, dict[str, Any]]:
             pose = np.asarray(placed["pose"], dtype=np.float64)
         except (TypeError, KeyError, ValueError):
             raise ConfigError(f"mujoco env options: camera_poses.{name} needs a 4x4 'pose'") from None
-        rigid = (
-            pose.shape == (4, 4)
-            and np.all(np.isfinite(pose))
-            and np.allclose(pose[3], [0, 0, 0, 1])
-            and np.allclose(pose[:3, :3] @ pose[:3, :3].T, np.eye(3), atol=1e-6)
-        )
-        if not rigid:
+        if not is_rigid(pose):
             raise ConfigError(f"mujoco env options: camera_poses.{name}.pose must be a rigid 4x4 transform")
         fovy = placed.get("fovy")
         if fovy is not None and not (isinstance(fovy, (int, float)) and 0.0 < fovy < 180.0):

@@ -30,7 +30,7 @@ from rlinf_robot.rotations import DOWN
 from rlinf_robot.safety.deltas import DeltaRule
 from sim.mujoco import dr_apply
 from sim.mujoco.config import MujocoConfig
-from sim.mujoco.scene import build_model
+from sim.mujoco.scene import build_model, fixed_camera_poses
 
 _CTRL_PER_METRE = 255.0 / GRIPPER_MAX_WIDTH  # the hand actuator's ctrl range 0..255 spans 0..8 cm
 GRIP_STIFFNESS_SCALE = 10.0
@@ -85,6 +85,7 @@ class MujocoFR3Env(BatchedEnv):
         self.models = [copy.copy(base) for _ in range(n)] if self.dr is not None else [base] * n
         self.datas = [mujoco.MjData(m) for m in self.models]
         self._tcp = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_SITE, "tcp")
+        self.camera_poses = fixed_camera_poses(base)
         obj_joint = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_JOINT, "object_joint")
         self._obj_adr = int(base.jnt_qposadr[obj_joint]) if obj_joint >= 0 else -1
         goal_body = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_BODY, "goal")
@@ -310,6 +311,7 @@ class MujocoFR3Env(BatchedEnv):
             obj_quat,
             self.goal,
             self.obj_start,
+            self.camera_poses,
         )
 
     # ---------------------------------------------------------- observation

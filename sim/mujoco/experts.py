@@ -47,9 +47,19 @@ def _fields(env, state: np.ndarray) -> dict[str, np.ndarray]:
     return {k: state[:, s].astype(np.float64) for k, s in env.obs_spec.state_slices().items()}
 
 
+def _goal(env, f: dict[str, np.ndarray]) -> np.ndarray:
+    """The goal in the base frame: its own column, or (a goal seen through a camera, ``goal_in_<camera>``)
+    mapped back from where that camera stands in this env's scene."""
+    if "goal_pos" in f:
+        return f["goal_pos"]
+    key = next(k for k in f if k.startswith("goal_in_"))
+    pose = env.camera_poses[key[len("goal_in_") :]]
+    return f[key] @ pose[:3, :3].T + pose[:3, 3]
+
+
 def reach(env, obs, gain: float = _GAIN) -> np.ndarray:
     f = _fields(env, obs["state"])
-    return _move(f["tcp_pos"], f["goal_pos"], f["tcp_quat"], gain=gain).astype(np.float32)
+    return _move(f["tcp_pos"], _goal(env, f), f["tcp_quat"], gain=gain).astype(np.float32)
 
 
 def push(env, obs, gain: float = _GAIN) -> np.ndarray:

@@ -68,6 +68,26 @@ def place_camera(spec, name: str, pose: np.ndarray, fovy: float | None = None) -
         cam.fovy = float(fovy)
 
 
+def fixed_camera_poses(model) -> dict[str, np.ndarray]:
+    """The scene's world-fixed cameras (``front``, wherever ``camera_poses`` placed it): name -> 4x4
+    pose in the base frame with OpenCV axes, the convention hand-eye calibration reports. Read from
+    the compiled model, so a task measuring through a camera uses the camera the sim renders."""
+    import mujoco
+
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    mujoco.mj_camlight(model, data)  # camera poses are not part of mj_kinematics
+    out = {}
+    for c in range(model.ncam):
+        if model.cam_bodyid[c] != 0:
+            continue  # rides on a body (the wrist camera): not fixed in the base frame
+        pose = np.eye(4)
+        pose[:3, :3] = data.cam_xmat[c].reshape(3, 3) @ CV_TO_MJ.T
+        pose[:3, 3] = data.cam_xpos[c]
+        out[mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, c)] = pose
+    return out
+
+
 def build_model(task_xml: str, full_meshes: bool = False, camera_poses: dict | None = None):
     """Compile the model for ``task_xml`` (a file in assets/); ``camera_poses``: cameras placed where
     calibration found the real ones (``{name: {"pose": 4x4, "fovy": deg}}``, see ``place_camera``)."""

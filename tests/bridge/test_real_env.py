@@ -170,6 +170,37 @@ def test_reset_starts_the_arm_where_the_sim_task_starts(server, make_client, arm
         env.close()
 
 
+def test_a_goal_seen_through_a_camera_is_measured_where_the_cells_camera_stands(server, make_client, arm):
+    """The arm's episodes see a ``goal_camera`` goal from ``camera_poses``, the cell's camera (the
+    sims from their scene's): R^T (goal - t) in that camera's frame, the goal itself nowhere."""
+    from calibration.scene import CELL_CAMERAS
+
+    pose = CELL_CAMERAS["front"]
+    cfg = RealEnvConfig(seed=3, task_options={"goal_camera": "front"}, camera_poses={"front": pose.tolist()})
+    env = RealRobotEnv(make_client(server), cfg)
+    try:
+        obs = env.reset(seed=3)
+        assert env.obs_spec.state_fields[-1] == ("goal_in_front", 3) and obs["state"].shape == (1, 25)
+        seen = obs["state"][0, -3:].astype(np.float64)
+        np.testing.assert_allclose(pose[:3, :3] @ seen + pose[:3, 3], env.goals[0], atol=1e-5)
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="no such camera"):  # a cell without that camera: named
+        env = RealRobotEnv(make_client(server), RealEnvConfig(seed=3, task_options={"goal_camera": "front"}))
+        try:
+            env.reset(seed=3)
+        finally:
+            env.close()
+
+
+@pytest.mark.parametrize(
+    "pose", [np.eye(3).tolist(), (2 * np.eye(4)).tolist(), np.diag([1, 1, -1, 1]).tolist()]
+)
+def test_a_camera_pose_that_is_not_rigid_is_refused(pose):
+    with pytest.raises(ConfigError, match="camera_poses.front must be a rigid 4x4"):
+        RealEnvConfig(camera_poses={"front": pose})
+
+
 def test_unknown_task_is_a_config_error(server, make_client):
     with pytest.raises(ConfigError, match="fr3-reach"):
         RealRobotEnv(make_client(server), RealEnvConfig(task="juggle"))

@@ -87,3 +87,44 @@ def test_the_scene_keeps_its_own_cameras_without_calibration():
 def test_bad_camera_poses_name_the_camera(poses, match):
     with pytest.raises(ConfigError, match=match):
         sim.make("mujoco/fr3-reach", 1, camera_poses=poses)
+
+
+def test_a_goal_seen_through_the_front_camera_is_measured_from_where_the_sim_placed_it():
+    """``fr3-reach`` with ``goal_camera``: the goal column is the goal in that camera's frame, from
+    the camera the sim renders (the nominal scene's, or the calibrated placement), so the same goal
+    reads differently in the two sims; the scripted expert, mapping it back through its own sim's
+    camera, reaches it in both."""
+    from sim.mujoco.experts import reach
+
+    spec = CameraSpec(fovy_deg=55.0)
+    calibrated = camera_poses_from_records(*camera_records("eye_to_hand", DEFAULT_CAM_IN_BASE, spec))
+    seen = {}
+    for name, poses in (("nominal", {}), ("calibrated", calibrated)):
+        env = sim.make(
+            "mujoco/fr3-reach", 4, camera_poses=poses, task_options={"goal_camera": "front"}, seed=0
+        )
+        try:
+            obs = env.reset(seed=0)
+            assert env.obs_spec.state_fields[-1] == ("goal_in_front", 3)
+            camera = _camera_in_world(env, "front")
+            np.testing.assert_allclose(env.camera_poses["front"], camera, atol=1e-9)
+            column = obs["state"][:, -3:].astype(np.float64)
+            np.testing.assert_allclose(column, (env.goal - camera[:3, 3]) @ camera[:3, :3], atol=1e-5)
+            seen[name] = column
+            succeeded = np.zeros(4, bool)
+            for _ in range(env.max_episode_steps):
+                obs, _, _, _, info = env.step(reach(env, obs))
+                succeeded |= info["success"]
+            assert np.all(succeeded), f"{name}: the expert missed through its own camera"
+        finally:
+            env.close()
+    assert np.min(np.linalg.norm(seen["nominal"] - seen["calibrated"], axis=1)) > 0.1
+
+
+def test_a_goal_camera_the_scene_lacks_is_named():
+    env = sim.make("mujoco/fr3-reach", 1, task_options={"goal_camera": "side"}, seed=0)
+    try:
+        with pytest.raises(ConfigError, match="camera 'side'.*no such camera"):
+            env.reset(seed=0)
+    finally:
+        env.close()

@@ -10,7 +10,7 @@ the same code, and reward and success are computed once per step for all envs. R
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,11 @@ class Batch:
     obj_quat: np.ndarray | None  # [N, 4]
     goal: np.ndarray  # [N, 3] task goal (reach target, push target, lift height point)
     obj_start: np.ndarray  # [N, 3] object position at reset (zeros without an object)
+    #: Where the env's fixed cameras stand: name -> 4x4 pose in the base frame, OpenCV axes (z
+    #: forward). The sims read theirs from the scene (placed where calibration found the real ones,
+    #: or the nominal ones); the arm's come from ``RealEnvConfig.camera_poses``. Tasks that observe
+    #: something *through* a camera (``fr3-reach`` with ``goal_camera``) measure it from here.
+    cameras: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
