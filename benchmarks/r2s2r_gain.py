@@ -1,12 +1,18 @@
 """Does a real-to-sim-to-real session beat training on the nominal sim for the same budget?
 
-One `rlinf-robot session` on the embedded default (franka-sim serving an FR3 with more damping and
-friction and a payload, behind franky, franka_node and the bridge): calibration on rendered views,
-system identification on that arm, PPO in the sysid sim, hybrid fine-tuning on the arm; its
+One `rlinf-robot session` on the embedded default (`conf/session.yaml`): franka-sim serving an FR3
+with more damping and friction and a payload, behind franky, franka_node and the bridge, in a cell
+whose front camera stands where its rendered ChArUco views put it (`calibration.scene.CELL_CAMERAS`),
+not where the nominal training scene has its front camera. The task is reach with the goal seen
+through that camera (`fr3-reach` `goal_camera=front`: the policy gets the goal's position in the
+camera's frame, as a detector on it reports, and its own joints and TCP from the arm), so acting on
+it needs to know where the camera stands. The session calibrates the camera (eye-to-hand on
+rendered views), identifies the arm's dynamics, trains PPO in the calibrated sim (camera placed
+where hand-eye found it, dynamics randomized around the fit) and fine-tunes in the hybrid loop; its
 `nominal` stage trains the same policy on the nominal sim for the sim and hybrid stages' budgets
 together (the peer). Every policy is evaluated on the arm, deterministic, --episodes episodes each,
 within the sim task's own episode length, with 95 % intervals. A fresh calibration store each run,
-so the session identifies the arm itself.
+so the session calibrates and identifies the arm itself.
 
     python benchmarks/r2s2r_gain.py [--sim 90] [--hybrid 180] [--episodes 20] [--seed 0]
 """
@@ -64,7 +70,11 @@ def main() -> None:
         f"sysid replay residual: {1e3 * before:.3f} -> {1e3 * after:.4f} mrad rms ({before / max(after, 1e-12):.0f}x smaller)"
     )
     rates = {name: wilson(r["successes"], r["n"]) for name, r in arm.items()}
-    for name, label in (("nominal", "nominal sim"), ("sim", "sysid sim"), ("hybrid", "session (hybrid)")):
+    for name, label in (
+        ("nominal", "nominal sim"),
+        ("sim", "calibrated sim"),
+        ("hybrid", "session (hybrid)"),
+    ):
         print(f"{label:17s}: arm success {rates[name]}")
     ours, peer = rates["hybrid"].rate, rates["nominal"].rate
     ratio = ours / peer if peer > 0 else float("inf")

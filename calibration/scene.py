@@ -79,6 +79,12 @@ DEFAULT_BOARD_IN_BASE = pose(np.diag([1.0, -1.0, -1.0]), (0.55 - 0.14, 0.10, 0.0
 DEFAULT_CAM_IN_TCP = pose(rot([0, 0, 1], 90) @ rot([1, 0, 0], -8), (0.06, 0.01, -0.09))
 #: Fixed camera: above and in front of the workspace, 0.65 m from its centre, looking down at it.
 DEFAULT_CAM_IN_BASE = look_at((0.85, 0.3, 0.75), (0.5, 0.0, 0.3))
+#: The embedded default's cell: the cameras fixed in its base frame, by the name the training sim
+#: gives them (``sim.mujoco.scene``). The arm's episodes measure through these
+#: (``RealEnvConfig.camera_poses``, set from here by ``${cell_camera:front}`` in
+#: ``conf/robot/sim_local.yaml``); the nominal sim's front camera stands elsewhere until hand-eye
+#: calibration places it.
+CELL_CAMERAS = {"front": DEFAULT_CAM_IN_BASE}
 #: Board held by the hand for eye-to-hand: a plate at the fingertips, facing back along the TCP
 #: axis (up when the gripper points down), tilted 15 deg.
 DEFAULT_BOARD_IN_TCP = pose(rot([1, 0, 0], 15), (-0.14, -0.10, 0.02))

@@ -186,6 +186,9 @@ class SessionConfig:
     recalibrate: bool = False
     calibrate_views: int = 12  # embedded default: rendered ChArUco views for intrinsics
     calibrate_poses: int = 10  # ... and arm poses for hand-eye
+    #: which camera hand-eye calibrates: ``eye_to_hand`` the fixed front camera (the board on the
+    #: hand), ``eye_in_hand`` the wrist camera; the sim stage places that camera where it was found
+    handeye_mode: str = "eye_to_hand"
     sysid_host: str = ""  # a real arm's FCI address for the excitation (franky); empty: franka-sim
     sysid_duration_s: float = 4.0
     sysid_max_evals: int = 2
@@ -271,6 +274,16 @@ class TrainConfig:
             bad.append(f"mode must be one of {list(MODES)}, got {self.mode!r}")
         if not 0.0 <= self.hybrid.real_fraction <= 1.0:
             bad.append(f"hybrid.real_fraction must be in [0, 1], got {self.hybrid.real_fraction}")
+        seen_by = self.task.options.get("goal_camera")
+        if seen_by and self.uses_arm and seen_by not in self.robot.env.get("camera_poses", {}):
+            bad.append(
+                f"task.options.goal_camera={seen_by}: the arm's episodes measure the goal through that "
+                f"camera, so robot.env.camera_poses.{seen_by} must say where it stands (a 4x4 pose in the base frame)"
+            )
+        if self.session.handeye_mode not in ("eye_in_hand", "eye_to_hand"):
+            bad.append(
+                f"session.handeye_mode must be eye_in_hand or eye_to_hand, got {self.session.handeye_mode!r}"
+            )
         if self.mode == "hybrid" and not 0.0 < self.hybrid.real_fraction < 1.0:
             bad.append("hybrid.real_fraction must be in (0, 1) for a hybrid job")
         if self.mode == "cotrain" and self.algorithm.get("name") != "ppo":
@@ -338,6 +351,25 @@ class TrainConfig:
         return self
 
 
+def _cell_camera(name: str) -> list:
+    """``${cell_camera:front}`` in a config: where the embedded default's cell has that camera (the
+    pose its rendered ChArUco views are made from, ``calibration.scene``), as a 4x4 list."""
+    from calibration.scene import CELL_CAMERAS
+
+    if name not in CELL_CAMERAS:
+        raise ConfigError(
+            f"cell_camera: unknown camera {name!r}; the embedded cell has {sorted(CELL_CAMERAS)}"
+        )
+    return CELL_CAMERAS[name].tolist()
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("cell_camera"):
+        OmegaConf.register_new_resolver("cell_camera", _cell_camera)
+
+
 def compose(overrides: list[str] | tuple[str, ...] = (), config_name: str = "train") -> TrainConfig:
     """``train.yaml`` + overrides -> a checked ``TrainConfig`` (Hydra's Compose API, so the job's run
     directory is ours, not Hydra's working-directory change). Any problem: one ``ConfigError``."""
@@ -349,6 +381,7 @@ def compose(overrides: list[str] | tuple[str, ...] = (), config_name: str = "tra
     from omegaconf.errors import OmegaConfBaseException
 
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+    _register_resolvers()
     _check_group_overrides(overrides)
     overrides = _free_form(overrides)
     GlobalHydra.instance().clear()

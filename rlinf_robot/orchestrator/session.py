@@ -10,12 +10,14 @@ The stages (``session.stages``, in this order; each one skippable by leaving it 
    own views first (``rlinf-robot calibrate intrinsics|handeye``).
 2. **sysid** - the same for the arm's dynamics: a missing fit is identified on the arm (franka-sim
    serving the robot PC's arm on the embedded default, ``session.sysid_host`` for a real FR3).
-3. **sim** - PPO in a training sim randomized around that fit (``calibration.sysid``), its camera
-   placed where hand-eye calibration found it (``calibration.camera``).
+3. **sim** - PPO in the calibrated sim: randomized around that fit (``calibration.sysid``), its
+   camera placed where hand-eye calibration found it (``calibration.camera``; which camera is
+   ``session.handeye_mode``'s: the fixed front one for ``eye_to_hand``, the session's default, whose
+   task sees its goal through that camera).
 4. **nominal** - the comparison: the same policy trained on the nominal sim for the sim and hybrid
    stages' budgets together (what the session is measured against).
 5. **hybrid** - the sim stage's policy fine-tuned in the hybrid loop (``run.init_from``): the arm's
-   episodes and the sysid sim's together.
+   episodes and the calibrated sim's together.
 6. **eval** - every trained stage on the arm, the same number of deterministic episodes each,
    success with 95 % intervals.
 
@@ -127,9 +129,14 @@ class Session:
         ids = {}
         for kind, argv in (
             ("intrinsics", ["intrinsics", "--sim", "--views", str(s.calibrate_views)]),
-            ("handeye", ["handeye", "--sim", "--poses", str(s.calibrate_poses)]),
+            ("handeye", ["handeye", "--sim", "--poses", str(s.calibrate_poses), "--mode", s.handeye_mode]),
         ):
             rec = self._valid_or_stop(kind, s.robot_serial)
+            if rec is not None and kind == "handeye" and rec.payload.get("mode") != s.handeye_mode:
+                self.say(
+                    f"handeye: {rec.id} calibrated {rec.payload.get('mode')}, this session needs {s.handeye_mode}"
+                )
+                rec = None
             if rec is None:
                 if not self._embedded():
                     raise ConfigError(

@@ -1,6 +1,7 @@
 """A session's ``report.html``: one page comparing its stages (``rlinf_robot/orchestrator/session.py``).
 
-1. success on the arm of the nominal-sim, sysid-sim and hybrid policies, with 95 % intervals;
+1. success on the arm of the nominal-sim, calibrated-sim and hybrid policies, with 95 % intervals
+   (the calibrated sim: dynamics randomized around the sysid fit, the camera where hand-eye found it);
 2. system identification: the replay residual before and after the fit;
 3. the calibration records used, each stage's wall time and run (with a link to its own report);
 4. the session's config.
@@ -14,7 +15,7 @@ from typing import Any
 
 from rlinf_robot.orchestrator.report import _png, _table
 
-LABELS = {"nominal": "nominal sim", "sim": "sysid sim", "hybrid": "sysid sim + arm (hybrid)"}
+LABELS = {"nominal": "nominal sim", "sim": "calibrated sim", "hybrid": "calibrated sim + arm (hybrid)"}
 COLORS = {"nominal": "#7f7f7f", "sim": "#1f77b4", "hybrid": "#d62728"}
 
 

@@ -1,6 +1,7 @@
 """``rlinf-robot session`` on the embedded default with tiny budgets: every stage runs for real
-(rendered-ChArUco intrinsics and hand-eye, sysid through franky on franka-sim serving the session's
-arm, PPO in the sysid sim and on the nominal sim, hybrid fine-tuning on the arm through ROS 2 and
+(rendered-ChArUco intrinsics and eye-to-hand calibration of the front camera the task sees its goal
+through, sysid through franky on franka-sim serving the session's arm, PPO in the calibrated sim and
+on the nominal sim, hybrid fine-tuning on the arm through ROS 2 and
 the bridge, every policy on the arm), and a ``--resume`` runs nothing twice. A stale record stops a
 session with the reason before anything runs."""
 
@@ -77,6 +78,18 @@ def test_session_stages_are_checked_by_name():
 @pytest.mark.timeout(2400)
 def test_the_whole_session_runs_every_stage_on_the_embedded_default(tmp_path):
     store = tmp_path / "store"
+    # a valid hand-eye record of the wrist camera: this session calibrates the front one, so it is
+    # not reused but redone (the sim would otherwise place the wrong camera)
+    wrist = subprocess.run(
+        [sys.executable, "-m", "rlinf_robot.cli", "calibrate", "handeye", "--sim", "--poses", "8"]
+        + ["--mode", "eye_in_hand", "--store", str(store), "--out", str(tmp_path / "wrist")]
+        + ["--robot-serial", "fr3-sim", "--camera-serial", "sim-camera"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert wrist.returncode == 0, wrist.stdout[-3000:] + wrist.stderr[-2000:]
+    wrist_id = next(store.glob("handeye/*.json")).stem
     cmd = [sys.executable, "-m", "rlinf_robot.cli", "session", f"run.dir={tmp_path}", "run.id=s"]
     out = subprocess.run(
         [*cmd, f"calibration.store={store}", *TINY], capture_output=True, text=True, timeout=2200
@@ -100,7 +113,9 @@ def test_the_whole_session_runs_every_stage_on_the_embedded_default(tmp_path):
     ids = done["calibrate"]["ids"]
     handeye = json.loads(next(store.glob(f"handeye/{ids['handeye']}.json")).read_text())
     assert handeye["payload"]["intrinsics_id"] == ids["intrinsics"]
-    assert "training sim: wrist camera placed by calibration" in text
+    assert handeye["payload"]["mode"] == "eye_to_hand" and ids["handeye"] != wrist_id
+    assert f"{wrist_id} calibrated eye_in_hand, this session needs eye_to_hand" in text
+    assert "training sim: front camera placed by calibration" in text
     # the hybrid stage started from the sim stage's policy and trained on the arm's episodes
     assert "starting from sim's checkpoint" in text
     rows = [json.loads(x) for x in (session / "hybrid" / "metrics.jsonl").read_text().splitlines()]
@@ -110,7 +125,7 @@ def test_the_whole_session_runs_every_stage_on_the_embedded_default(tmp_path):
     arm = done["eval"]["arm"]
     assert sorted(arm) == ["hybrid", "nominal", "sim"] and all(r["n"] == 1 for r in arm.values())
     report = (session / "report.html").read_text()
-    assert report.count("data:image/png;base64,") == 2 and "sysid sim + arm (hybrid)" in report
+    assert report.count("data:image/png;base64,") == 2 and "calibrated sim + arm (hybrid)" in report
     # a resume finds every stage done and runs none of them again
     again = subprocess.run(
         [sys.executable, "-m", "rlinf_robot.cli", "session", "--resume", str(session)],

@@ -40,6 +40,11 @@ def test_overrides_as_hydra_users_expect():
         ("hybrid.real_fraction=1.5", "hybrid.real_fraction"),
         ("sim.stages=5", "sim.stages"),
         ("mode=hybrid robot=none", "robot.kind"),
+        ("session.handeye_mode=eye_on_foot", "session.handeye_mode"),
+        (
+            "robot=fr3 robot.endpoints=[tcp://10.0.0.2:5555] +task.options.goal_camera=front",
+            "robot.env.camera_poses.front",
+        ),
     ],
 )
 def test_a_bad_key_or_value_is_one_error_naming_it(override, names):
@@ -53,6 +58,24 @@ def test_the_saved_config_reads_back(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(to_yaml(cfg))
     assert from_yaml(path) == cfg
+
+
+def test_the_session_sees_its_goal_through_the_cells_front_camera(tmp_path):
+    """``session.yaml``: reach with the goal seen by the front camera, eye-to-hand calibration of
+    that camera, and the embedded arm's episodes measuring through the cell's camera (the one the
+    ChArUco views are rendered from), saved as numbers so a run dir reads back without this code."""
+    from calibration.scene import CELL_CAMERAS
+
+    cfg = compose([], "session")
+    assert cfg.task.options == {"goal_camera": "front"} and cfg.session.handeye_mode == "eye_to_hand"
+    arm = cfg.real_env_options()
+    np.testing.assert_allclose(arm["camera_poses"]["front"], CELL_CAMERAS["front"])
+    assert arm["task_options"] == {"goal_camera": "front"}
+    assert cfg.sim_make_kwargs()["task_options"] == {"goal_camera": "front"}
+    saved = to_yaml(cfg)
+    assert "cell_camera" not in saved
+    (tmp_path / "config.yaml").write_text(saved)
+    assert from_yaml(tmp_path / "config.yaml") == cfg
 
 
 def test_the_cli_reports_a_bad_key_before_starting_anything():
