@@ -150,6 +150,12 @@ class RealRobotEnv(BatchedEnv):
         self.task = make_task(self.cfg.task, **self.cfg.task_options)
         if self.task.gripper and self.cfg.gripper is False:
             raise ConfigError(f"{self.task.name} needs the gripper column: gripper must be true (or unset)")
+        if self.task.goal_camera is not None and self.task.goal_camera not in self.cfg.camera_poses:
+            # refused here, before the first reset homes the arm for an observation that cannot be made
+            raise ConfigError(
+                f"{self.task.name}: the goal is seen by camera {self.task.goal_camera!r}, and this env places no "
+                f"such camera (camera_poses has {sorted(self.cfg.camera_poses)})"
+            )
         self.gripper = self.task.gripper if self.cfg.gripper is None else bool(self.cfg.gripper)
         self.action_spec, self.obs_spec = self.specs(self.cfg)
         self.max_episode_steps = self.cfg.max_episode_steps or max(

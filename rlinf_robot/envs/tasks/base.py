@@ -62,6 +62,8 @@ class Task:
     has_object: bool = False
     features: tuple[tuple[str, int], ...] = ()  # task columns appended to the 22 robot columns
     arm_noise: float = 0.03  # rad, uniform, on each joint of READY_Q at reset
+    #: the fixed camera the task's observation is measured through (``Batch.cameras``), if any
+    goal_camera: str | None = None
 
     @property
     def feature_dim(self) -> int:
