@@ -5,7 +5,8 @@
 - ``forward(batch)`` for training: ``batch = {"obs": obs, "raw_actions": [N, H, A] (optional),
   "noise_scale": [N] (optional: score each row under the policy with its std times this, the
   distribution a robot exploring with a fraction of the noise acted with)}`` ->
-  ``{"mean", "log_prob", "entropy", "value"}`` (keys the policy supports).
+  ``{"mean", "log_prob", "entropy", "value"}`` (keys the policy supports), plus ``"log_std"`` [N, H, A]
+  where ``"mean"`` is an unsquashed Gaussian's (GRPO's closed-form KL reads both).
 - ``action_spec``: the env's action space the policy was built for.
 
 Policies act in a normalized space [-1, 1] per action dim and map to the env's ``[low, high]`` at

@@ -126,6 +126,8 @@ class MLPPolicy(BasePolicy):
         state = state_tensor(batch["obs"], self._act_center.device)
         dist, x = self.distribution(state)
         out = {"mean": torch.tanh(dist.mean) if self.squash else dist.mean, "entropy": dist.entropy()}
+        if not self.squash:  # "mean" is then the Gaussian's own, so (mean, log_std) give its KL
+            out["log_std"] = dist.log_std
         if batch.get("raw_actions") is not None:
             per_dim = dist.scaled(batch.get("noise_scale")).dim_log_prob(batch["raw_actions"])
             out["dim_log_prob"], out["log_prob"] = per_dim, per_dim.sum(-1)

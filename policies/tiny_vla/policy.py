@@ -157,7 +157,12 @@ class TinyVLAPolicy(BasePolicy):
 
     def forward(self, batch: dict) -> dict[str, Tensor]:
         dist, model_out = self._run(batch["obs"])
-        out = {"mean": dist.mean, "entropy": dist.entropy(), "value": model_out.value}
+        out = {
+            "mean": dist.mean,
+            "log_std": dist.log_std,
+            "entropy": dist.entropy(),
+            "value": model_out.value,
+        }
         if model_out.aux is not None:
             out["aux"] = model_out.aux
         if batch.get("raw_actions") is not None:

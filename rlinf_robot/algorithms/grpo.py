@@ -44,6 +44,21 @@ def kl_k3(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
     return d.exp() - d - 1.0
 
 
+def gaussian_kl(mean: Tensor, log_std: Tensor, ref_mean: Tensor, ref_log_std: Tensor) -> Tensor:
+    """KL(N(mu, sigma) || N(mu_ref, sigma_ref)) per action dimension, in closed form, flattened to
+    ``[N, H * A]`` like ``dim_log_prob``.
+
+    = log(sigma_ref / sigma) + (sigma^2 + (mu - mu_ref)^2) / (2 sigma_ref^2) - 1/2. Unlike k3 it is
+    exact at the decision's observation rather than estimated from one sampled action, so its
+    gradient pulls the mean back in proportion to how far it moved (with the std held: (mu -
+    mu_ref) / sigma^2) instead of following one sample's exponential tail.
+    """
+    var_ratio = (2.0 * (log_std - ref_log_std)).exp()
+    shift = (mean - ref_mean) / ref_log_std.exp()
+    kl = (ref_log_std - log_std) + 0.5 * (var_ratio + shift.pow(2)) - 0.5
+    return kl.flatten(1)
+
+
 @register_loss("grpo")
 def grpo_loss(
     log_prob: Tensor,
@@ -54,18 +69,24 @@ def grpo_loss(
     ref_log_prob: Tensor | None = None,
     kl_coef: float = 0.0,
     mask: Tensor | None = None,
+    kl: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """L = -E[ min(rho A, clip(rho, 1-eps, 1+eps) A) ] + beta * E[KL_k3(pi || pi_ref)].
+    """L = -E[ min(rho A, clip(rho, 1-eps, 1+eps) A) ] + beta * E[KL(pi || pi_ref)].
 
-    Inputs are per decision (per chunk); ``mask`` selects valid ones (e.g. steps before the episode
-    ended). Returns (loss, stats).
+    Inputs are per decision (per chunk) or per action dimension; ``mask`` selects valid ones (e.g.
+    steps before the episode ended). The KL is ``kl`` where given (e.g. ``gaussian_kl``, shaped like
+    ``log_prob``), else the k3 estimate from ``ref_log_prob``. Returns (loss, stats).
     """
     log_ratio = (log_prob - old_log_prob).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     ratio = log_ratio.exp()
     per = -torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
-    kl = torch.zeros_like(per)
-    if ref_log_prob is not None and kl_coef > 0:
-        kl = kl_k3(log_prob, ref_log_prob)
+    if kl is None:
+        kl = (
+            kl_k3(log_prob, ref_log_prob)
+            if ref_log_prob is not None and kl_coef > 0
+            else torch.zeros_like(per)
+        )
+    if kl_coef > 0:
         per = per + kl_coef * kl
     loss = masked_mean(per, mask)
     with torch.no_grad():

@@ -275,6 +275,35 @@ def test_a_grpo_minibatch_that_is_not_finite_is_skipped_and_never_reaches_the_we
     assert all(torch.equal(p, q) for p, q in zip(pol.parameters(), before, strict=True))
 
 
+def test_grpo_closed_form_kl_pulls_a_moved_mean_back_to_the_reference():
+    """With zero advantages only the KL term acts: the closed-form anchor's gradient takes the
+    moved mean straight back toward the reference's. A head without a log-std output is named."""
+    import copy
+
+    from rlinf_robot.algorithms.loops.grpo_loop import grpo_update
+
+    env = PointReachEnv(8, seed=0)
+    torch.manual_seed(0)
+    ref = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, obs_norm=False)
+    cfg = GRPOConfig(group_size=2, max_decisions=5, epochs=5, minibatch_size=4096, reward="return",
+                     kl_coef=1.0, kl="gaussian", ratio="dim", train_std=False)  # fmt: skip
+    batch = collect_groups(env, ref, seed=1, cfg=cfg)
+    batch.advantages[:] = 1e-9  # kept (non-zero) but no pull of its own
+    pol = copy.deepcopy(ref)
+    with torch.no_grad():
+        pol.actor[-1].bias.add_(0.05)
+    gap = lambda: (pol(batch.__dict__)["mean"] - ref(batch.__dict__)["mean"]).abs().mean().item()  # noqa: E731
+    before = gap()
+    opt = torch.optim.Adam([p for p in pol.parameters() if p is not pol.log_std], lr=1e-3)
+    stats = grpo_update(pol, ref, opt, batch, cfg)
+    assert stats["kl_ref"] > 0 and gap() < 0.8 * before, (before, gap(), stats)
+    squashed = policies.make("mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, squash=True)
+    with pytest.raises(ConfigError, match="kl='gaussian' needs a Gaussian head"):
+        grpo_update(squashed, squashed, torch.optim.Adam(squashed.parameters()), batch, cfg)
+    with pytest.raises(ConfigError, match="grpo.kl"):
+        GRPOConfig(kl="k2")
+
+
 def test_grpo_progress_outcome_ranks_failures_by_how_close_they_ended_below_any_success():
     from rlinf_robot.algorithms.grpo import group_relative_advantages
     from rlinf_robot.algorithms.loops.grpo_loop import OUTCOMES

@@ -110,6 +110,29 @@ def test_grpo_kl_and_loss_by_hand():
     assert stats["kl_ref"].item() == pytest.approx(0.193147, abs=1e-5)
 
 
+def test_grpo_closed_form_kl_is_the_gaussians_kl_and_what_k3_estimates():
+    mean, ref_mean = t([[[0.3, -0.1]]]), t([[[0.0, 0.2]]])
+    log_std, ref_log_std = t([[[-2.0, -1.0]]]), t([[[-2.0, -1.5]]])
+    kl = grpo.gaussian_kl(mean, log_std, ref_mean, ref_log_std)
+    want = torch.distributions.kl_divergence(
+        torch.distributions.Normal(mean, log_std.exp()), torch.distributions.Normal(ref_mean, ref_log_std.exp())
+    ).flatten(1)
+    torch.testing.assert_close(kl, want)
+    # held std: (mu - mu_ref)^2 / 2 sigma^2 = .09 / (2 e^-4) = 2.4566
+    assert kl[0, 0].item() == pytest.approx(0.09 / (2 * math.exp(-4.0)), rel=1e-5)
+    assert grpo.gaussian_kl(mean, log_std, mean, log_std).abs().max().item() == 0.0
+    # k3 from actions sampled under pi estimates the same number, one sample at a time
+    gen = torch.Generator().manual_seed(0)
+    pi, ref = torch.distributions.Normal(0.3, 0.1), torch.distributions.Normal(0.0, 0.1)
+    u = 0.3 + 0.1 * torch.randn(200_000, generator=gen)
+    k3 = grpo.kl_k3(pi.log_prob(u), ref.log_prob(u))
+    assert k3.mean().item() == pytest.approx(4.5, rel=0.05)  # .09 / (2 x .01)
+    assert k3.max().item() > 20 * 4.5  # ...with the far tail the closed form does not have
+    # a given KL replaces k3's in the loss
+    loss, stats = grpo.grpo_loss(t([0.0]), t([0.0]), t([1.0]), ref_log_prob=t([-5.0]), kl_coef=0.5, kl=t([2.0]))
+    assert loss.item() == pytest.approx(-1.0 + 0.5 * 2.0) and stats["kl_ref"].item() == 2.0
+
+
 def test_sac_target_and_losses_by_hand():
     # y = 1 + .9 * (min(2, 3) - .5 * (-1)) = 1 + .9 * 2.5 = 3.25 ; done -> 1
     y = sac.sac_q_target(t([1.0, 1.0]), t([0.0, 1.0]), t([[2.0, 2.0], [3.0, 3.0]]), t([-1.0, -1.0]), 0.5, 0.9)

@@ -69,7 +69,7 @@ class ContinuousHead:
         self, policy: HFVLAPolicy, obs: dict, raw: Tensor | None, noise_scale: Tensor | None = None
     ) -> dict[str, Tensor]:
         dist, value = self._dist(policy, obs)
-        out = {"mean": dist.mean, "entropy": dist.entropy(), "value": value}
+        out = {"mean": dist.mean, "log_std": dist.log_std, "entropy": dist.entropy(), "value": value}
         if raw is not None:
             out["log_prob"] = dist.scaled(noise_scale).log_prob(raw)
         return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rlinf_robot.algorithms.grpo import group_relative_advantages, grpo_loss
+from rlinf_robot.algorithms.grpo import gaussian_kl, group_relative_advantages, grpo_loss
 from rlinf_robot.algorithms.loops.ppo_loop import TrainResult
 from rlinf_robot.algorithms.loops.rollout import env_step, episode_success, flatten_obs, stack_obs, take_obs
 from rlinf_robot.envs.spec import BatchedEnv
@@ -42,6 +42,11 @@ class GRPOConfig:
     lr: float = 1e-4
     clip: float = 0.2
     kl_coef: float = 0.0  # KL to the policy at the start of fine-tuning
+    #: how that KL is measured: "k3" (Schulman's estimator from the stored action's log-probs under
+    #: both policies; any policy) or "gaussian" (closed form from both policies' mean and log-std at
+    #: the decision's observation; Gaussian heads). Per dimension, k3 from one sample has an
+    #: exponential tail: one minibatch's estimate was seen at 58,272 (docs/learning.md)
+    kl: str = "k3"
     #: what a group ranks its episodes by (``OUTCOMES``): "success" (the binary outcome), "return"
     #: (the episode's summed reward) or "progress" (1 on success, else half the task's dense reward
     #: at the episode's last step: failures ranked by how close they ended, never above a success)
@@ -63,6 +68,8 @@ class GRPOConfig:
             raise ConfigError(f"grpo.reward must be one of {sorted(OUTCOMES)}, got {self.reward!r}")
         if self.ratio not in ("chunk", "dim"):
             raise ConfigError(f"grpo.ratio must be 'chunk' or 'dim', got {self.ratio!r}")
+        if self.kl not in ("k3", "gaussian"):
+            raise ConfigError(f"grpo.kl must be 'k3' or 'gaussian', got {self.kl!r}")
 
 
 @dataclass
@@ -130,6 +137,15 @@ def _dim_log_probs(policy, batch: GroupBatch, rows: torch.Tensor, minibatch_size
     return out
 
 
+def _gaussian_kl(out: dict, ref: dict, name: str) -> torch.Tensor:
+    """Closed-form KL per action dimension [B, H * A] from two forward outputs."""
+    if "log_std" not in out:
+        raise ConfigError(
+            f"grpo.kl='gaussian' needs a Gaussian head with 'mean' and 'log_std'; {name} has none"
+        )
+    return gaussian_kl(out["mean"], out["log_std"], ref["mean"], ref["log_std"])
+
+
 def grpo_update(policy, ref_policy, optimizer, batch: GroupBatch, cfg: GRPOConfig, generator=None) -> dict:
     """Clipped-ratio epochs over the decisions that carry signal (alive, non-zero advantage).
 
@@ -149,10 +165,15 @@ def grpo_update(policy, ref_policy, optimizer, batch: GroupBatch, cfg: GRPOConfi
             idx = perm[start : start + cfg.minibatch_size]
             mb_obs = take_obs(batch.obs, idx)
             out = policy({"obs": mb_obs, "raw_actions": batch.raw_actions[idx]})
-            ref_logp = None
+            ref_logp, kl = None, None
             if ref_policy is not None and cfg.kl_coef > 0:
                 with torch.no_grad():
-                    ref_logp = ref_policy({"obs": mb_obs, "raw_actions": batch.raw_actions[idx]})[key]
+                    ref = ref_policy({"obs": mb_obs, "raw_actions": batch.raw_actions[idx]})
+                if cfg.kl == "gaussian":
+                    kl = _gaussian_kl(out, ref, type(policy).__name__)
+                    kl = kl if cfg.ratio == "dim" else kl.sum(-1)
+                else:
+                    ref_logp = ref[key]
             advantages = batch.advantages[idx]
             loss, st = grpo_loss(
                 out[key],
@@ -161,6 +182,7 @@ def grpo_update(policy, ref_policy, optimizer, batch: GroupBatch, cfg: GRPOConfi
                 clip=cfg.clip,
                 ref_log_prob=ref_logp,
                 kl_coef=cfg.kl_coef,
+                kl=kl,
             )
             optimizer.zero_grad(set_to_none=True)
             if not torch.isfinite(loss):
