@@ -115,7 +115,8 @@ def test_grpo_closed_form_kl_is_the_gaussians_kl_and_what_k3_estimates():
     log_std, ref_log_std = t([[[-2.0, -1.0]]]), t([[[-2.0, -1.5]]])
     kl = grpo.gaussian_kl(mean, log_std, ref_mean, ref_log_std)
     want = torch.distributions.kl_divergence(
-        torch.distributions.Normal(mean, log_std.exp()), torch.distributions.Normal(ref_mean, ref_log_std.exp())
+        torch.distributions.Normal(mean, log_std.exp()),
+        torch.distributions.Normal(ref_mean, ref_log_std.exp()),
     ).flatten(1)
     torch.testing.assert_close(kl, want)
     # held std: (mu - mu_ref)^2 / 2 sigma^2 = .09 / (2 e^-4) = 2.4566
@@ -129,7 +130,9 @@ def test_grpo_closed_form_kl_is_the_gaussians_kl_and_what_k3_estimates():
     assert k3.mean().item() == pytest.approx(4.5, rel=0.05)  # .09 / (2 x .01)
     assert k3.max().item() > 20 * 4.5  # ...with the far tail the closed form does not have
     # a given KL replaces k3's in the loss
-    loss, stats = grpo.grpo_loss(t([0.0]), t([0.0]), t([1.0]), ref_log_prob=t([-5.0]), kl_coef=0.5, kl=t([2.0]))
+    loss, stats = grpo.grpo_loss(
+        t([0.0]), t([0.0]), t([1.0]), ref_log_prob=t([-5.0]), kl_coef=0.5, kl=t([2.0])
+    )
     assert loss.item() == pytest.approx(-1.0 + 0.5 * 2.0) and stats["kl_ref"].item() == 2.0
 
 
