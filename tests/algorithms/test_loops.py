@@ -216,6 +216,12 @@ def test_grpo_with_the_std_held_moves_only_the_mean():
     cfg = GRPOConfig(group_size=4, max_decisions=8, epochs=2, lr=1e-2, reward="return", train_std=False)
     train_grpo(env, pol, cfg, iterations=2, seed=0)
     assert torch.equal(pol.log_std, std0)
+    explore = GRPOConfig(group_size=4, max_decisions=8, lr=1e-2, reward="return", train_std=False,
+                         explore_log_std=-1.5)  # fmt: skip
+    train_grpo(env, pol, explore, iterations=1, seed=0)
+    assert torch.all(pol.log_std == -1.5)  # set, then held
+    with pytest.raises(ConfigError, match="explore_log_std"):
+        GRPOConfig(explore_log_std=-3.0)  # the std trained: nothing to set
     assert any(not torch.equal(p, q) for p, q in zip(pol.actor.parameters(), mean0, strict=True))
     train_grpo(
         env, pol, GRPOConfig(group_size=4, max_decisions=8, lr=1e-2, reward="return"), iterations=1, seed=1

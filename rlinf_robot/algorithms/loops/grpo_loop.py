@@ -62,12 +62,18 @@ class GRPOConfig:
     #: False: the exploration std stays where SFT left it (the policy's ``std_parameters()``) and
     #: only the mean moves, so the update cannot buy advantage by widening or narrowing the std
     train_std: bool = True
+    #: with the std held, the log-std GRPO explores with, set on the policy before the first round
+    #: and before the KL reference is copied (None: as SFT left it). Evaluation acts with the mean,
+    #: so a narrower exploration ranks the changes nearer the policy that is scored
+    explore_log_std: float | None = None
 
     def __post_init__(self):
         if self.reward not in OUTCOMES:
             raise ConfigError(f"grpo.reward must be one of {sorted(OUTCOMES)}, got {self.reward!r}")
         if self.ratio not in ("chunk", "dim"):
             raise ConfigError(f"grpo.ratio must be 'chunk' or 'dim', got {self.ratio!r}")
+        if self.explore_log_std is not None and self.train_std:
+            raise ConfigError("grpo.explore_log_std sets the held std: it needs grpo.train_std=False")
         if self.kl not in ("k3", "gaussian"):
             raise ConfigError(f"grpo.kl must be 'k3' or 'gaussian', got {self.kl!r}")
 
@@ -212,13 +218,17 @@ def train_grpo(
     """``iterations`` rounds of (G x N episodes from one seed, GRPO update); a new seed each round."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     frozen: set[int] = set()
     if not cfg.train_std:
         stds = policy.std_parameters()
         if not stds:
             raise ConfigError(f"grpo.train_std=False: {type(policy).__name__} has no std parameter to hold")
         frozen = {id(p) for p in stds}
+        if cfg.explore_log_std is not None:
+            with torch.no_grad():
+                for p in stds:
+                    p.fill_(cfg.explore_log_std)
+    ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     trained = [p for p in policy.parameters() if p.requires_grad and id(p) not in frozen]
     optimizer = torch.optim.Adam(trained, lr=cfg.lr)
     steps, history, rate = 0, [], 0.0
