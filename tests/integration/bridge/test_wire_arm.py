@@ -129,8 +129,7 @@ def test_home_answers_once_there_and_chunks_meanwhile_are_busy(stack):
         assert refusal["code"] == "busy", refusal
         reply = c.wait(lambda m: m.get("ref_seq") == home, 60, "the home reply")
         if reply.get("state") != "HOLD":  # a load-induced reflex cut the homing short
-            home_after_a_reflex(c, probe, first=reply)
-            reply = c.command("status")
+            reply = home_after_a_reflex(c, probe, first=reply)
         assert reply["type"] == "status" and reply["state"] == "HOLD", reply
         at = c.latest()
         assert np.max(np.abs(at["joint_pos"] - HOME_Q)) < 0.01, at["joint_pos"] - HOME_Q
@@ -165,20 +164,20 @@ def test_a_reflex_refuses_chunks_with_fault_until_recover(stack):
         home_after_a_reflex(c, probe)
 
 
-def home_after_a_reflex(c: WireClient, probe, tries: int = 5, first: dict | None = None) -> None:
+def home_after_a_reflex(c: WireClient, probe, tries: int = 5, first: dict | None = None) -> dict:
     """Home, recovering a reflex that homing ran into. On a loaded host (1 CPU with load beside it,
     or a clean clone beside a training job) franky's switch from the last chunk's motion to the
     homing motion can read as a velocity discontinuity: a real reflex (measured once in a capped
     run: REFLEX 0.13 s into homing). This stack runs ``auto_recover: False``, so the reflex stays
     until `recover`: each reply that names REFLEX is printed, recovered and homing sent again.
-    ``first``: a home reply the caller already has."""
+    ``first``: a home reply the caller already has. Returns the reply that said HOLD."""
     replies = []
     for _ in range(tries):
         reply = first if first is not None else c.command("home", timeout=60)
         first = None
         replies.append(reply)
         if reply.get("state") == "HOLD":
-            return
+            return reply
         assert reply.get("type") == "error", replies  # homing cut by the reflex, or refused during it
         if "REFLEX" in reply.get("message", "") or c.command("status").get("state") == "REFLEX":
             print(f"homing ended in a reflex, recovering and homing again: {reply}; {probe.diag}")
