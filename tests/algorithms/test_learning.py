@@ -167,25 +167,25 @@ def test_recipe_learns_object_task_on_a_ci_budget(name):
 
 
 #: The multi-task VLA (``vla_pixels``: front and wrist cameras at 96 px, the instruction, the robot's
-#: proprioception) on a CI budget: 48 demo episodes per task and 12 SFT epochs on a cosine schedule
-#: instead of 96 and 60, scored on 32 held-out episodes per task instead of 64. Measured at this
-#: budget (one thread, 2026-12-06): reach 0.06, push 0.00, lift 0.69 (mean 0.25; at 64 px 0.09 /
-#: 0.00 / 0.44), a random policy 0.00 on each; the full recipe: docs/learning.md.
+#: proprioception) on a CI budget: 48 demo episodes per task and 24 SFT epochs on a cosine schedule
+#: instead of 96 and 100, scored on 32 held-out episodes per task instead of 256. Measured at this
+#: budget (one thread beside another run, 2026-12-07, the 100-degree wrist camera): reach 0.28, push
+#: 0.12, lift 0.84 (mean 0.42; 12 epochs: 0.06 / 0.06 / 0.34), a random policy 0.00 on each; the full
+#: recipe: docs/learning.md.
 VLA_CI = {"demo_episodes": 48, "eval_episodes": 32, "demo_envs": 8, "eval_envs": 8, "grpo_iterations": 0}
-VLA_CI_EPOCHS = 12
-LIFT_MIN, MEAN_MIN = 0.3, 0.1
+VLA_CI_EPOCHS = 24
+LIFT_MIN, MEAN_MIN = 0.5, 0.25
 
 
-@pytest.mark.timeout(3000)
+@pytest.mark.timeout(3600)
 def test_multitask_vla_learns_from_pixels_and_language_on_a_ci_budget():
     from rlinf_robot.algorithms.loops.sft_loop import SFTConfig
     from rlinf_robot.algorithms.recipes import get_recipe
 
     sft = SFTConfig(epochs=VLA_CI_EPOCHS, batch_size=128, lr=1e-3, loss="l1", lr_schedule="cosine")
     recipe = get_recipe("vla_pixels", sft=sft, **VLA_CI)
-    res = recipe.run(
-        seed=0, budget_s=2400
-    )  # ~5 min here (340 s beside a training run); the budget is for a busy machine
+    # ~8 min here beside another run; the budget is for a busy machine
+    res = recipe.run(seed=0, budget_s=3000)
     random_success = recipe.random_success()  # uniform random actions, same held-out episodes
     print(f"{res.summary()}; random policy {random_success:.2f} (best task)")
     assert res.stopped == "done", res  # the whole SFT ran: a budget cut would test a shorter one
