@@ -79,7 +79,26 @@ class RecipeResult:
             f"{self.wall_s:.0f} s, training success {train}, "
             f"eval {self.eval_success:.2f}{tasks} over {self.eval_episodes} episodes (stopped: {self.stopped})"
             + "".join(f"\n  RL vs SFT, {k.split('/')[-1]}: {v}" for k, v in self.rl_vs_sft.items())
+            + (f"\n  throughput: {self.throughput()}" if self.throughput() else "")
         )
+
+    def throughput(self) -> str:
+        """Each stage's rate from ``history`` (mean over its entries): the expert's recording (camera
+        frames rendered per second, physics included), SFT's learner (samples per second) and the RL
+        rounds' split into acting (env steps per second, inference and rendering included) and
+        learning (decisions per second over the update's epochs). Empty when no stage logged one."""
+        rates = (
+            ("demos", "frames_per_s", "recording {:.0f} frames/s"),
+            ("sft", "samples_per_s", "SFT {:.0f} samples/s"),
+            ("grpo", "rollout_env_steps_per_s", "RL rollout {:.0f} env steps/s"),
+            ("grpo", "update_decisions_per_s", "RL update {:.0f} decisions/s"),
+        )
+        parts = []
+        for phase, key, text in rates:
+            values = [e[key] for e in self.history if e.get("phase") == phase and key in e]
+            if values:
+                parts.append(text.format(sum(values) / len(values)))
+        return ", ".join(parts)
 
 
 #: ``RecipeResult.rl_vs_sft``'s key for the pooled comparison over every task's episodes

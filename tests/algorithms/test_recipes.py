@@ -130,6 +130,14 @@ def test_the_pixel_vla_recipe_runs_on_every_task_and_scores_each():
     assert pooled.losses == sum(res.rl_vs_sft[n].losses for n in recipe.tasks)
     assert pooled.after == pytest.approx(res.eval_success)  # equal episodes per task
     assert "RL vs SFT, fr3-push:" in res.summary() and "RL vs SFT, all:" in res.summary()
+    # the frames/s of the rollout and the learner: each stage's rate, and the RL round's split
+    (grpo,) = [e for e in res.history if e["phase"] == "grpo"]
+    assert grpo["rollout_s"] > 0 and grpo["update_s"] > 0
+    assert grpo["rollout_env_steps_per_s"] == pytest.approx(grpo["env_steps"] / grpo["rollout_s"])
+    assert grpo["update_decisions_per_s"] == pytest.approx(grpo["decisions"] / grpo["update_s"])  # 1 epoch
+    assert res.history[0]["frames_per_s"] > 0
+    for part in ("recording", "frames/s", "SFT", "samples/s", "RL rollout", "env steps/s", "RL update"):
+        assert part in res.throughput() and part in res.summary(), res.summary()
     sft = [e for e in res.history if e["phase"] == "sft"]
     assert sft[1]["aux_loss"] < sft[0]["aux_loss"]  # the privileged columns are being learned
     cfg = res.policy.model.config

@@ -234,13 +234,23 @@ def train_grpo(
     steps, history, rate = 0, [], 0.0
     t0 = time.perf_counter()
     for it in range(iterations):
+        t_round = time.perf_counter()
         batch = collect_groups(env, policy, seed=seed * 100_003 + it, cfg=cfg)
-        steps += int(batch.mask.sum()) * policy.chunk_size
+        round_steps = int(batch.mask.sum()) * policy.chunk_size
+        steps += round_steps
+        t_update = time.perf_counter()
         stats = grpo_update(policy, ref, optimizer, batch, cfg, gen)
+        rollout_s, update_s = t_update - t_round, time.perf_counter() - t_update
         rate = eval_fn() if eval_fn is not None else batch.success_rate
         stats.update(
             iteration=it,
             env_steps=steps,
+            # the split of a round's time: acting (policy inference + env steps, images rendered
+            # included) against learning (cfg.epochs passes over the round's decisions)
+            rollout_s=rollout_s,
+            rollout_env_steps_per_s=round_steps / rollout_s,
+            update_s=update_s,
+            update_decisions_per_s=stats["decisions"] * cfg.epochs / update_s,
             rollout_success=batch.success_rate,
             success_rate=rate,
             wall_s=time.perf_counter() - t0,
