@@ -74,12 +74,13 @@ class RecipeResult:
             tasks = (
                 " (" + ", ".join(f"{k.split('/')[-1]} {v:.2f}" for k, v in self.eval_by_task.items()) + ")"
             )
+        rates = self.throughput()
         return (
             f"{self.recipe} seed {self.seed}: {self.env_steps} env steps (+{self.demo_env_steps} expert), "
             f"{self.wall_s:.0f} s, training success {train}, "
             f"eval {self.eval_success:.2f}{tasks} over {self.eval_episodes} episodes (stopped: {self.stopped})"
             + "".join(f"\n  RL vs SFT, {k.split('/')[-1]}: {v}" for k, v in self.rl_vs_sft.items())
-            + (f"\n  throughput: {self.throughput()}" if self.throughput() else "")
+            + (f"\n  throughput: {rates}" if rates else "")
         )
 
     def throughput(self) -> str:
