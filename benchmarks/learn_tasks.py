@@ -18,6 +18,9 @@ in the same run, on the same episodes; the summary's p says whether the differen
     python benchmarks/learn_tasks.py                       # push_sft, lift_sft, seed 0
     python benchmarks/learn_tasks.py --recipes reach_ppo push_sft --seeds 0 1 2
     python benchmarks/learn_tasks.py --recipes vla_pixels --budget 7200 --verbose   # SFT + GRPO, ~100 min
+    # one clone, then several RL seeds from it:
+    python benchmarks/learn_tasks.py --recipes vla_pixels --sft-only --threads 2 --budget 7200 --save clones
+    python benchmarks/learn_tasks.py --recipes vla_pixels --init-from clones/vla_pixels-seed0 --seeds 1 2 3
 """
 
 from __future__ import annotations
@@ -34,6 +37,19 @@ GOAL = 0.80
 #: Issue 16's per-task bars for the multi-task pixel VLA (its own RESULT line: the worst task's
 #: success over its bar, goal >= 1).
 TASK_BARS = {"vla_pixels": {"mujoco/fr3-reach": 0.90, "mujoco/fr3-push": 0.70, "mujoco/fr3-lift": 0.70}}
+
+
+def _save(policy, path: Path) -> None:
+    """A VLA as ``save_pretrained`` writes it (config, weights, tokenizer: what ``--init-from`` and
+    ``from_pretrained`` load); any other policy as its state dict, ``<path>.pt``."""
+    import torch
+
+    if hasattr(policy, "save_pretrained"):
+        policy.save_pretrained(path)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(policy.state_dict(), path.with_suffix(".pt"))
+    print(f"saved the policy to {path}", flush=True)
 
 
 def main() -> None:
@@ -55,6 +71,19 @@ def main() -> None:
         default=1,
         help="torch threads (a different count sums floats in a different order: another clone of the same recipe)",
     )
+    parser.add_argument(
+        "--save", type=Path, default=None, help="save each run's trained policy to SAVE/<recipe>-seed<N>"
+    )
+    parser.add_argument(
+        "--init-from",
+        type=Path,
+        default=None,
+        help="vla_pixels: start from this saved clone (a --save of its run with grpo_iterations=0) "
+        "instead of recording demos and cloning; each seed is then one RL run from the same clone",
+    )
+    parser.add_argument(
+        "--sft-only", action="store_true", help="vla_pixels: the SFT stage alone (grpo_iterations=0)"
+    )
     args = parser.parse_args()
     if args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
@@ -62,13 +91,18 @@ def main() -> None:
 
     rows, worst = [], 1.0
     for name in args.recipes:
-        recipe = get_recipe(
-            name, **({} if args.eval_episodes is None else {"eval_episodes": args.eval_episodes})
-        )
+        overrides = {} if args.eval_episodes is None else {"eval_episodes": args.eval_episodes}
+        if args.init_from is not None:
+            overrides["init_from"] = str(args.init_from)
+        if args.sft_only:
+            overrides["grpo_iterations"] = 0
+        recipe = get_recipe(name, **overrides)
         random_success = recipe.random_success()
         for seed in args.seeds:
             res = recipe.run(seed=seed, budget_s=args.budget, log=print if args.verbose else None)
             print(f"{res.summary()}; random policy {random_success:.2f}", flush=True)
+            if args.save is not None:
+                _save(res.policy, args.save / f"{name}-seed{seed}")
             within = res.wall_s <= args.budget
             worst = min(worst, res.eval_success if within else 0.0)
             rows.append((res, random_success))

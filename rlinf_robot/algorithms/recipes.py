@@ -585,6 +585,12 @@ class VLARecipe(_Demos, Recipe):
     )
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     grpo_iterations: int = 0
+    #: envs per task in the RL rounds, in ``tasks`` order (None: ``num_envs`` each): where the clone
+    #: already succeeds a start teaches little, so the rounds can spend their episodes where it misses
+    grpo_envs: tuple[int, ...] | None = None
+    #: a directory the SFT stage's policy was saved to (``save_pretrained``; ``learn_tasks.py --save``):
+    #: load it instead of recording demos and cloning, so several RL runs share one clone
+    init_from: str | None = None
     #: score the clone on the held-out episodes before RL too (paused clock), so every run says what
     #: RL added on the same episodes (``RecipeResult.rl_vs_sft``; only without ``terminate_on_success``,
     #: which would make the episodes that count depend on the policy)
@@ -600,6 +606,15 @@ class VLARecipe(_Demos, Recipe):
             raise ConfigError(
                 f"recipe {self.name}: grpo_iterations must be an int >= 0, got {self.grpo_iterations!r}"
             )
+        if self.grpo_envs is not None:
+            self.grpo_envs = tuple(self.grpo_envs)
+            if len(self.grpo_envs) != len(self.tasks) or not all(
+                isinstance(n, int) and n >= 1 for n in self.grpo_envs
+            ):
+                raise ConfigError(
+                    f"recipe {self.name}: grpo_envs must be one int >= 1 per task {self.tasks}, "
+                    f"got {self.grpo_envs!r}"
+                )
 
     def env_options(self) -> dict[str, Any]:
         return {
@@ -615,11 +630,11 @@ class VLARecipe(_Demos, Recipe):
         options = self.env_options() if images else {**self.env_options(), "image_size": 0}
         return sim.make(name, num_envs=num_envs, **options)
 
-    def make_env(self, num_envs: int | None = None):
+    def make_env(self, num_envs: int | None = None, per_task: tuple[int, ...] | None = None):
         from rlinf_robot.envs.multitask import MultiTaskEnv
 
-        n = num_envs or self.num_envs
-        return MultiTaskEnv([self._part(name, n) for name in self.tasks])
+        sizes = per_task or (num_envs or self.num_envs,) * len(self.tasks)
+        return MultiTaskEnv([self._part(name, n) for name, n in zip(self.tasks, sizes, strict=True)])
 
     def eval_env_names(self) -> tuple[str, ...]:
         return self.tasks
@@ -645,10 +660,9 @@ class VLARecipe(_Demos, Recipe):
             kwargs.setdefault("aux_dim", env.privileged_width)
         return policies.make("tiny_vla", action_spec=env.action_spec, obs_spec=env.obs_spec, **kwargs)
 
-    def _train(self, seed: int, clock: _Clock) -> _Trained:
+    def _demos(self, seed: int, clock: _Clock):
+        """Every task's scripted expert recorded through the multi-task env, and a fresh policy."""
         from rlinf_robot.algorithms.loops.demos import record_expert
-        from rlinf_robot.algorithms.loops.grpo_loop import train_grpo
-        from rlinf_robot.algorithms.loops.sft_loop import train_sft
         from sim.mujoco.experts import multitask_expert
 
         env = self.make_env(self.demo_envs)
@@ -665,22 +679,36 @@ class VLARecipe(_Demos, Recipe):
             policy = self.make_policy(env)
         finally:
             env.close()
-        demo_steps, demo_success = rollouts.env_steps, rollouts.success_rate
-        frames_per_s = demo_steps * len(self.cameras) / (time.perf_counter() - t0)
+        frames_per_s = rollouts.env_steps * len(self.cameras) / (time.perf_counter() - t0)
         clock.note(
             "demos",
             {
-                "demo_env_steps": demo_steps,
-                "demo_success": demo_success,
+                "demo_env_steps": rollouts.env_steps,
+                "demo_success": rollouts.success_rate,
                 "frames_per_s": frames_per_s,  # camera images rendered (and physics stepped) per second
             },
         )
+        return rollouts, policy
+
+    def _train(self, seed: int, clock: _Clock) -> _Trained:
+        from rlinf_robot.algorithms.loops.grpo_loop import train_grpo
+        from rlinf_robot.algorithms.loops.sft_loop import train_sft
+
+        if self.init_from is not None:  # a saved clone: no demos, no SFT
+            from policies.tiny_vla.policy import TinyVLAPolicy
+
+            rollouts, policy = None, TinyVLAPolicy.from_pretrained(self.init_from)
+            demo_steps, demo_success = 0, None
+            clock.note("sft", {"init_from": str(self.init_from)})
+        else:
+            rollouts, policy = self._demos(seed, clock)
+            demo_steps, demo_success = rollouts.env_steps, rollouts.success_rate
         stopped, steps, rate, sft_outcomes = "done", 0, None, None
         try:
-            train_sft(
-                policy, rollouts.demo_set(self.chunk_size), self.sft, seed=seed, log=clock.report("sft")
-            )
-            del rollouts  # the images: ~55 kB a step
+            if rollouts is not None:
+                demo_set = rollouts.demo_set(self.chunk_size)
+                train_sft(policy, demo_set, self.sft, seed=seed, log=clock.report("sft"))
+                rollouts = demo_set = None  # the images: ~55 kB a step
             if self.grpo_iterations and self.eval_before_rl and not self.terminate_on_success:
                 with clock.paused():
                     sft_outcomes = self.evaluate_outcomes(policy)
@@ -688,7 +716,7 @@ class VLARecipe(_Demos, Recipe):
                     "sft_eval", {f"eval_{k.split('/')[-1]}": success_rate(o) for k, o in sft_outcomes.items()}
                 )
             if self.grpo_iterations:
-                env = self.make_env()
+                env = self.make_env(per_task=self.grpo_envs)
                 try:
                     res = train_grpo(
                         env,

@@ -205,6 +205,48 @@ def test_sft_then_grpo_groups_share_starts():
     assert batch.advantages.shape == batch.log_prob.shape == batch.mask.shape
 
 
+def test_grpo_greedy_baseline_judges_each_sample_against_the_mean_action_from_its_start():
+    """baseline="greedy" (self-critical): one more episode per start acts with the mean action; a
+    sample that did as well as it gets no advantage, better positive, worse negative, and the round
+    reports that episode's success (the policy evaluation scores) as greedy_success."""
+    from rlinf_robot.algorithms.loops.grpo_loop import _advantages, train_grpo
+
+    adv = _advantages(
+        np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 0.0]]), np.array([0.0, 0.0, 1.0])
+    )
+    spread = np.std([1.0, 0.0, 1.0, 0.0])
+    np.testing.assert_allclose(adv[0], [1 / spread, 0.0, 1 / spread], rtol=1e-5)
+    assert torch.equal(adv[1], torch.zeros(3))  # every sample as the greedy episode: nothing to learn
+    assert adv[2, 0] == adv[2, 1] == 0.0 and adv[2, 2] < 0.0
+    with pytest.raises(ConfigError, match="grpo.baseline"):
+        GRPOConfig(baseline="critic")
+
+    env = PointReachEnv(6, seed=0)
+    torch.manual_seed(0)
+    pol = policies.make(
+        "mlp", action_spec=env.action_spec, obs_spec=env.obs_spec, chunk_size=2, obs_norm=False
+    )
+    train_sft(pol, collect_demos(env, lambda o: env.expert_actions(), 30, chunk_size=2), SFTConfig(epochs=20))
+    cfg = GRPOConfig(group_size=4, max_decisions=15, reward="success", baseline="greedy")
+    torch.manual_seed(1)
+    batch = collect_groups(env, pol, seed=5, cfg=cfg)
+    torch.manual_seed(1)
+    group = collect_groups(env, pol, seed=5, cfg=GRPOConfig(group_size=4, max_decisions=15, reward="success"))
+    # the greedy episode is a baseline only: the same sampled decisions as the group baseline's batch
+    assert torch.equal(batch.raw_actions, group.raw_actions) and torch.equal(batch.mask, group.mask)
+    assert batch.success_rate == group.success_rate and group.greedy_success is None
+    greedy = env.num_envs * batch.greedy_success  # starts whose mean-action episode succeeded
+    assert greedy == round(greedy) and 0 < greedy < env.num_envs, batch.greedy_success  # 3 of 6 here
+    per_env = batch.advantages.view(-1, env.num_envs)  # [decisions, N]: column i is start i
+    for i in range(env.num_envs):  # with a 0/1 outcome a start's samples sit on one side of its greedy one
+        col = per_env[:, i]
+        assert bool((col >= 0).all()) or bool((col <= 0).all()), col
+    assert (per_env > 0).any() or (per_env < 0).any()
+    logged = []
+    train_grpo(env, pol, cfg, iterations=1, seed=0, log=logged.append)
+    assert 0.0 <= logged[0]["greedy_success"] <= 1.0
+
+
 def test_grpo_with_the_std_held_moves_only_the_mean():
     from rlinf_robot.algorithms.loops.grpo_loop import train_grpo
 

@@ -3,6 +3,8 @@ transitions, and one tiny recipe run end to end (the learning itself: test_learn
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -147,3 +149,42 @@ def test_the_pixel_vla_recipe_runs_on_every_task_and_scores_each():
     assert cfg.state_columns == list(range(sum(w for _, w in ROBOT_STATE_FIELDS)))
     with pytest.raises(ConfigError, match="tasks must be embedded MuJoCo envs"):
         get_recipe("vla_pixels", tasks=("isaac/reach",))
+
+
+def test_rl_starts_from_a_saved_clone_with_its_own_env_count_per_task(tmp_path):
+    """init_from: the RL stage from a clone saved with save_pretrained (no demos, no SFT), scored
+    on the same held-out episodes before RL as the policy it was saved from; grpo_envs: the RL
+    rounds' envs per task; the greedy baseline's success on the round's starts is logged."""
+    pytest.importorskip("mujoco")
+    from rlinf_robot.algorithms.loops.grpo_loop import GRPOConfig
+
+    recipe = get_recipe(
+        "vla_pixels",
+        image_size=32,
+        num_envs=1,
+        eval_episodes=2,
+        eval_envs=2,
+        vla={**get_recipe("vla_pixels").vla, "hidden_size": 32, "keypoint_channels": 8, "num_keypoints": 4},
+        grpo=GRPOConfig(group_size=2, max_decisions=3, epochs=1, baseline="greedy"),
+        grpo_iterations=1,
+        grpo_envs=(1, 2, 1),
+    )
+    env = recipe.make_env(per_task=recipe.grpo_envs)
+    try:
+        assert env.sizes == [1, 2, 1] and env.num_envs == 4
+        torch.manual_seed(0)
+        clone = recipe.make_policy(env)
+    finally:
+        env.close()
+    clone.save_pretrained(tmp_path / "clone")
+    before = recipe.evaluate_outcomes(clone)
+    res = dataclasses.replace(recipe, init_from=str(tmp_path / "clone")).run(seed=1)
+    assert [e["phase"] for e in res.history] == ["sft", "sft_eval", "grpo"]
+    assert res.demo_env_steps == 0 and res.demo_success is None and res.env_steps > 0
+    assert res.history[0]["init_from"] == str(tmp_path / "clone")
+    for name, outcomes in before.items():  # the loaded clone acts as the saved one did
+        assert res.rl_vs_sft[name].before == float(np.mean(outcomes))
+    assert 0.0 <= res.history[2]["greedy_success"] <= 1.0
+    for bad in ((1, 2), (0, 1, 1), (1, 1.5, 1)):
+        with pytest.raises(ConfigError, match="grpo_envs must be one int >= 1 per task"):
+            get_recipe("vla_pixels", grpo_envs=bad)

@@ -32,6 +32,9 @@ OUTCOMES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] 
     "margin": lambda won, ret, last: (won + 0.5 * last).astype(np.float32),
 }
 
+#: what a sampled episode's outcome is compared with (``GRPOConfig.baseline``)
+BASELINES = ("group", "greedy")
+
 
 @dataclass
 class GRPOConfig:
@@ -66,6 +69,13 @@ class GRPOConfig:
     #: and before the KL reference is copied (None: as SFT left it). Evaluation acts with the mean,
     #: so a narrower exploration ranks the changes nearer the policy that is scored
     explore_log_std: float | None = None
+    #: what each sampled episode is measured against: "group" (the mean of the G episodes from the
+    #: same start, as GRPO) or "greedy" (one more episode per start acting with the mean action: the
+    #: policy that evaluation scores). With "greedy" a sample's advantage is its outcome minus the
+    #: greedy episode's, over the spread of all G + 1 outcomes: self-critical training (Rennie et al.
+    #: 2017), so the update moves the mean toward what beats the deterministic policy and away from
+    #: what does worse than it, and each round also reports that policy's success on its starts
+    baseline: str = "group"
 
     def __post_init__(self):
         if self.reward not in OUTCOMES:
@@ -74,6 +84,8 @@ class GRPOConfig:
             raise ConfigError(f"grpo.ratio must be 'chunk' or 'dim', got {self.ratio!r}")
         if self.explore_log_std is not None and self.train_std:
             raise ConfigError("grpo.explore_log_std sets the held std: it needs grpo.train_std=False")
+        if self.baseline not in BASELINES:
+            raise ConfigError(f"grpo.baseline must be one of {BASELINES}, got {self.baseline!r}")
         if self.kl not in ("k3", "gaussian"):
             raise ConfigError(f"grpo.kl must be 'k3' or 'gaussian', got {self.kl!r}")
 
@@ -85,43 +97,74 @@ class GroupBatch:
     log_prob: torch.Tensor  # [B] behaviour log-probs
     advantages: torch.Tensor  # [B]
     mask: torch.Tensor  # [B] decision happened inside the env's episode
-    success_rate: float
+    success_rate: float  # the sampled episodes'
+    greedy_success: float | None = None  # the mean action's on the same starts (baseline="greedy")
+
+
+@dataclass
+class _Episodes:
+    """One repeat: every env runs one episode from ``env.reset(seed)``; per-decision lists."""
+
+    obs: list
+    raw: list
+    log_prob: list
+    alive: list
+    outcome: np.ndarray  # [N] the episode's score (``OUTCOMES[cfg.reward]``)
+    won: np.ndarray  # [N] bool
+
+
+def _run_episodes(env: BatchedEnv, policy, seed: int, cfg: GRPOConfig, deterministic: bool) -> _Episodes:
+    N = env.num_envs
+    ep = _Episodes([], [], [], [], np.zeros(N, np.float32), np.zeros(N, bool))
+    obs = env.reset(seed=seed)
+    alive = np.ones(N, bool)
+    ret, last = np.zeros(N), np.zeros(N)
+    for _ in range(cfg.max_decisions):
+        out = policy.predict_action_batch(obs, deterministic=deterministic)
+        ep.obs.append(obs)
+        ep.raw.append(out.raw_actions)
+        ep.log_prob.append(out.log_prob)
+        ep.alive.append(alive.copy())
+        obs, r, term, trunc, info = env_step(env, out.actions)
+        done = term | trunc
+        ret += np.where(alive, r, 0.0)
+        last = np.where(alive, r, last)
+        ep.won |= episode_success(info, term, trunc) & alive & done
+        alive &= ~done
+        if not alive.any():
+            break
+    ep.outcome = OUTCOMES[cfg.reward](ep.won, ret, last)
+    return ep
+
+
+def _advantages(outcomes: np.ndarray, greedy: np.ndarray | None) -> torch.Tensor:
+    """[N, G] advantages from the samples' outcomes [N, G] and, for the greedy baseline, the greedy
+    episode's [N]: relative to it, over the spread of all G + 1 (a group that all matches it: zero)."""
+    if greedy is None:
+        return group_relative_advantages(torch.as_tensor(outcomes))
+    every = np.concatenate([outcomes, greedy[:, None]], axis=1)
+    spread = every.std(axis=1, keepdims=True)
+    return torch.as_tensor((outcomes - greedy[:, None]) / (spread + 1e-6), dtype=torch.float32)
 
 
 @torch.no_grad()
 def collect_groups(env: BatchedEnv, policy, seed: int, cfg: GRPOConfig) -> GroupBatch:
-    N = env.num_envs
-    obs_l, raw_l, logp_l, mask_l, rep_l, outcomes, succ = [], [], [], [], [], [], []
-    for g in range(cfg.group_size):
-        obs = env.reset(seed=seed)
-        alive = np.ones(N, bool)
-        ret, last, won = np.zeros(N), np.zeros(N), np.zeros(N, bool)
-        for _ in range(cfg.max_decisions):
-            out = policy.predict_action_batch(obs)
-            obs_l.append(obs)
-            raw_l.append(out.raw_actions)
-            logp_l.append(out.log_prob)
-            mask_l.append(alive.copy())
-            rep_l.append(g)
-            obs, r, term, trunc, info = env_step(env, out.actions)
-            done = term | trunc
-            ret += np.where(alive, r, 0.0)
-            last = np.where(alive, r, last)
-            won |= episode_success(info, term, trunc) & alive & done
-            alive &= ~done
-            if not alive.any():
-                break
-        outcomes.append(OUTCOMES[cfg.reward](won, ret, last))
-        succ.append(won.mean())
-    adv_ng = group_relative_advantages(torch.as_tensor(np.stack(outcomes, 1)))  # [N, G]
-    adv = torch.stack([adv_ng[:, g] for g in rep_l])  # [T_total, N]
+    """G sampled episodes from each of the env's N starts (and, for ``baseline="greedy"``, one
+    acting with the mean action, used only as their baseline), with their advantages."""
+    repeats = [_run_episodes(env, policy, seed, cfg, deterministic=False) for _ in range(cfg.group_size)]
+    greedy = _run_episodes(env, policy, seed, cfg, deterministic=True) if cfg.baseline == "greedy" else None
+    adv_ng = _advantages(
+        np.stack([ep.outcome for ep in repeats], 1), None if greedy is None else greedy.outcome
+    )
+    adv = torch.cat([adv_ng[:, g].expand(len(ep.obs), -1) for g, ep in enumerate(repeats)])  # [T, N]
     return GroupBatch(
-        flatten_obs(stack_obs(obs_l)),
-        torch.stack(raw_l).flatten(0, 1),
-        torch.stack(logp_l).flatten(),
+        flatten_obs(stack_obs([o for ep in repeats for o in ep.obs])),
+        torch.stack([r for ep in repeats for r in ep.raw]).flatten(0, 1),
+        torch.stack([lp for ep in repeats for lp in ep.log_prob]).flatten(),
         adv.flatten(),
-        torch.as_tensor(np.stack(mask_l)).flatten(),
-        float(np.mean(succ)),
+        torch.as_tensor(np.stack([m for ep in repeats for m in ep.alive])).flatten(),
+        float(np.mean([ep.won.mean() for ep in repeats])),
+        None if greedy is None else float(greedy.won.mean()),
     )
 
 
@@ -252,6 +295,7 @@ def train_grpo(
             update_s=update_s,
             update_decisions_per_s=stats["decisions"] * cfg.epochs / update_s,
             rollout_success=batch.success_rate,
+            **({} if batch.greedy_success is None else {"greedy_success": batch.greedy_success}),
             success_rate=rate,
             wall_s=time.perf_counter() - t0,
         )
