@@ -114,6 +114,7 @@ def test_the_pixel_vla_recipe_runs_on_every_task_and_scores_each():
         vla={**get_recipe("vla_pixels").vla, "hidden_size": 32, "keypoint_channels": 8, "num_keypoints": 4},
         grpo=GRPOConfig(group_size=2, max_decisions=3, epochs=1),
         grpo_iterations=1,
+        grpo_envs=None,  # num_envs per task
     )
     res = recipe.run(seed=0, budget_s=600)
     assert set(res.eval_by_task) == set(recipe.tasks) and res.stopped == "done"
