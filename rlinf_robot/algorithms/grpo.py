@@ -14,18 +14,29 @@ from rlinf_robot.algorithms.registry import register_advantage, register_loss
 
 
 @register_advantage("grpo")
-def group_relative_advantages(rewards: Tensor, eps: float = 1e-6, normalize_std: bool = True) -> Tensor:
+def group_relative_advantages(
+    rewards: Tensor, eps: float = 1e-6, normalize_std: bool = True, baseline: Tensor | None = None
+) -> Tensor:
     """A_{g,i} = (r_{g,i} - mean_i r_{g,i}) / (std_i r_{g,i} + eps)   for rewards shaped ``[groups, G]``.
 
     A group whose rollouts all scored the same gets zero advantage (nothing to learn from it).
-    ``normalize_std=False`` gives the mean-centred variant (Dr. GRPO).
+    ``normalize_std=False`` gives the mean-centred variant (Dr. GRPO). ``baseline`` ``[groups]``
+    replaces the group's mean (self-critical training: the score of the episode the policy's mean
+    action played from the same start), and the spread is then taken over the G rewards and it.
     """
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be [groups, G], got {tuple(rewards.shape)}")
-    centred = rewards - rewards.mean(dim=1, keepdim=True)
+    if baseline is None:
+        centred = rewards - rewards.mean(dim=1, keepdim=True)
+        every = rewards
+    else:
+        if baseline.shape != rewards.shape[:1]:
+            raise ValueError(f"baseline must be [groups] = {rewards.shape[0]}, got {tuple(baseline.shape)}")
+        centred = rewards - baseline[:, None]
+        every = torch.cat([rewards, baseline[:, None]], dim=1)
     if not normalize_std:
         return centred
-    return centred / (rewards.std(dim=1, unbiased=False, keepdim=True) + eps)
+    return centred / (every.std(dim=1, unbiased=False, keepdim=True) + eps)
 
 
 #: Log-ratios are clamped to +-this before ``exp``: e^20 ~ 5e8 lies far outside any clip range, so

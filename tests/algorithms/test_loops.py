@@ -209,10 +209,12 @@ def test_grpo_greedy_baseline_judges_each_sample_against_the_mean_action_from_it
     """baseline="greedy" (self-critical): one more episode per start acts with the mean action; a
     sample that did as well as it gets no advantage, better positive, worse negative, and the round
     reports that episode's success (the policy evaluation scores) as greedy_success."""
-    from rlinf_robot.algorithms.loops.grpo_loop import _advantages, train_grpo
+    from rlinf_robot.algorithms.grpo import group_relative_advantages
+    from rlinf_robot.algorithms.loops.grpo_loop import train_grpo
 
-    adv = _advantages(
-        np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 0.0]]), np.array([0.0, 0.0, 1.0])
+    adv = group_relative_advantages(
+        torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 0.0]]),
+        baseline=torch.tensor([0.0, 0.0, 1.0]),
     )
     spread = np.std([1.0, 0.0, 1.0, 0.0])
     np.testing.assert_allclose(adv[0], [1 / spread, 0.0, 1 / spread], rtol=1e-5)
@@ -220,6 +222,8 @@ def test_grpo_greedy_baseline_judges_each_sample_against_the_mean_action_from_it
     assert adv[2, 0] == adv[2, 1] == 0.0 and adv[2, 2] < 0.0
     with pytest.raises(ConfigError, match="grpo.baseline"):
         GRPOConfig(baseline="critic")
+    with pytest.raises(ValueError, match="baseline must be"):
+        group_relative_advantages(torch.zeros(3, 2), baseline=torch.zeros(2))
 
     env = PointReachEnv(6, seed=0)
     torch.manual_seed(0)

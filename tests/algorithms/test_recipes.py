@@ -95,6 +95,18 @@ def test_a_tiny_recipe_runs_end_to_end_and_stops_at_its_budget():
         get_recipe("push_sft", **tiny).run(seed=999)
 
 
+def _tiny_vla(**overrides):
+    """vla_pixels shrunk to seconds: 32 px images, one env per task, a narrow model, one RL round."""
+    small = {"hidden_size": 32, "keypoint_channels": 8, "num_keypoints": 4}
+    base = {
+        "image_size": 32,
+        "num_envs": 1,
+        "vla": {**get_recipe("vla_pixels").vla, **small},
+        "grpo_iterations": 1,
+    }
+    return get_recipe("vla_pixels", **{**base, **overrides})
+
+
 def test_the_pixel_vla_recipe_runs_on_every_task_and_scores_each():
     """vla_pixels, shrunk: demos of reach, push and lift through one MultiTaskEnv, SFT, one GRPO
     round, then each task's own held-out episodes (the learning itself: test_learning.py)."""
@@ -102,18 +114,13 @@ def test_the_pixel_vla_recipe_runs_on_every_task_and_scores_each():
     from rlinf_robot.algorithms.loops.grpo_loop import GRPOConfig
     from rlinf_robot.envs.spec import ROBOT_STATE_FIELDS
 
-    recipe = get_recipe(
-        "vla_pixels",
-        image_size=32,
-        num_envs=1,
+    recipe = _tiny_vla(
         demo_episodes=1,
         demo_envs=1,
         eval_episodes=1,
         eval_envs=1,
         sft=SFTConfig(epochs=2, batch_size=64, aux_coef=1.0),
-        vla={**get_recipe("vla_pixels").vla, "hidden_size": 32, "keypoint_channels": 8, "num_keypoints": 4},
         grpo=GRPOConfig(group_size=2, max_decisions=3, epochs=1),
-        grpo_iterations=1,
         grpo_envs=None,  # num_envs per task
     )
     res = recipe.run(seed=0, budget_s=600)
@@ -159,15 +166,10 @@ def test_rl_starts_from_a_saved_clone_with_its_own_env_count_per_task(tmp_path):
     pytest.importorskip("mujoco")
     from rlinf_robot.algorithms.loops.grpo_loop import GRPOConfig
 
-    recipe = get_recipe(
-        "vla_pixels",
-        image_size=32,
-        num_envs=1,
+    recipe = _tiny_vla(
         eval_episodes=2,
         eval_envs=2,
-        vla={**get_recipe("vla_pixels").vla, "hidden_size": 32, "keypoint_channels": 8, "num_keypoints": 4},
         grpo=GRPOConfig(group_size=2, max_decisions=3, epochs=1, baseline="greedy"),
-        grpo_iterations=1,
         grpo_envs=(1, 2, 1),
     )
     env = recipe.make_env(per_task=recipe.grpo_envs)

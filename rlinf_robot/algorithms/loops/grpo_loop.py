@@ -137,24 +137,15 @@ def _run_episodes(env: BatchedEnv, policy, seed: int, cfg: GRPOConfig, determini
     return ep
 
 
-def _advantages(outcomes: np.ndarray, greedy: np.ndarray | None) -> torch.Tensor:
-    """[N, G] advantages from the samples' outcomes [N, G] and, for the greedy baseline, the greedy
-    episode's [N]: relative to it, over the spread of all G + 1 (a group that all matches it: zero)."""
-    if greedy is None:
-        return group_relative_advantages(torch.as_tensor(outcomes))
-    every = np.concatenate([outcomes, greedy[:, None]], axis=1)
-    spread = every.std(axis=1, keepdims=True)
-    return torch.as_tensor((outcomes - greedy[:, None]) / (spread + 1e-6), dtype=torch.float32)
-
-
 @torch.no_grad()
 def collect_groups(env: BatchedEnv, policy, seed: int, cfg: GRPOConfig) -> GroupBatch:
     """G sampled episodes from each of the env's N starts (and, for ``baseline="greedy"``, one
     acting with the mean action, used only as their baseline), with their advantages."""
     repeats = [_run_episodes(env, policy, seed, cfg, deterministic=False) for _ in range(cfg.group_size)]
     greedy = _run_episodes(env, policy, seed, cfg, deterministic=True) if cfg.baseline == "greedy" else None
-    adv_ng = _advantages(
-        np.stack([ep.outcome for ep in repeats], 1), None if greedy is None else greedy.outcome
+    adv_ng = group_relative_advantages(  # [N, G]
+        torch.as_tensor(np.stack([ep.outcome for ep in repeats], 1)),
+        baseline=None if greedy is None else torch.as_tensor(greedy.outcome),
     )
     adv = torch.cat([adv_ng[:, g].expand(len(ep.obs), -1) for g, ep in enumerate(repeats)])  # [T, N]
     return GroupBatch(
